@@ -1,0 +1,1 @@
+"""Scheduled jobs, runnable as `python -m jobs.<name>` from the repository root."""

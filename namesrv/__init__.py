@@ -1,0 +1,1 @@
+"""The bundled RocketMQ name server: route tables, broker liveness and KV config."""

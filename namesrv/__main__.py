@@ -1,0 +1,5 @@
+import sys
+
+from namesrv.startup import main
+
+sys.exit(main())

@@ -1,0 +1,78 @@
+"""`python -m namesrv`: run a name server until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from namesrv.config import DEFAULT_PORT, NamesrvConfig, default_data_dir
+from namesrv.controller import NamesrvController
+from rocketspark.logs import LOG_LEVELS, configure_logging
+
+log = logging.getLogger(__name__)
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[NamesrvConfig, str]:
+    parser = argparse.ArgumentParser(prog="python -m namesrv", description="Run a RocketMQ name server.")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="port; 0 picks a free one (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=default_data_dir(),
+        help="where kvConfig.json lives (default: %(default)s)",
+    )
+    parser.add_argument("--scan-interval-ms", type=int, default=10_000, help="broker liveness scan period")
+    parser.add_argument("--broker-expiry-ms", type=int, default=120_000, help="drop brokers silent this long")
+    parser.add_argument("--idle-timeout-s", type=float, default=120.0, help="close connections idle this long")
+    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS)
+    args = parser.parse_args(argv)
+    try:
+        config = NamesrvConfig(
+            host=args.host,
+            port=args.port,
+            data_dir=args.data_dir,
+            scan_not_active_broker_interval_ms=args.scan_interval_ms,
+            broker_channel_expired_ms=args.broker_expiry_ms,
+            server_channel_max_idle_s=args.idle_timeout_s,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+    return config, args.log_level
+
+
+async def serve(config: NamesrvConfig) -> None:
+    controller = NamesrvController(config)
+    await controller.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    # Java's name server prints this line too; process supervisors and tests wait for it.
+    print(f"The Name Server boot success. listening on {controller.address}", flush=True)
+    try:
+        await stop.wait()
+        log.info("shutdown requested")
+    finally:
+        await controller.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    config, level = parse_args(argv)
+    configure_logging(level)
+    try:
+        asyncio.run(serve(config))
+    except OSError as exc:
+        log.error("name server failed to start on %s:%d: %s", config.host, config.port, exc)  # noqa: TRY400
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+"""rocketspark: RocketMQ for PySpark."""
+
+__version__ = "0.1.0"

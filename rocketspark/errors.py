@@ -1,0 +1,98 @@
+"""The one error hierarchy of rocketspark, rooted at :class:`RocketMQError`.
+
+Every error says what went wrong in words a user can act on, carries the RocketMQ response code
+when a server answered with one, and tells whether retrying the same call can help.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rocketspark.remoting.codes import ResponseCode, code_name
+
+
+class RocketMQError(Exception):
+    """Base of every rocketspark error."""
+
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, code: int | None = None, remark: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.remark = remark
+
+
+class ConfigError(RocketMQError, ValueError):
+    """A bad option or setting, detected before anything is sent."""
+
+
+class ResponseError(RocketMQError):
+    """A server answered a request with a code other than SUCCESS."""
+
+    response_code: ClassVar[ResponseCode | None] = None
+    _by_code: ClassVar[dict[int, type[ResponseError]]] = {}
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        if cls.response_code is not None:
+            ResponseError._by_code[int(cls.response_code)] = cls
+
+    @staticmethod
+    def for_code(code: int, remark: str | None, context: str) -> ResponseError:
+        """The most specific error class for `code`, with a message naming `context`."""
+        cls = ResponseError._by_code.get(code, ResponseError)
+        detail = f": {remark.strip()}" if remark and remark.strip() else ""
+        message = f"{context} failed with {code_name(code, ResponseCode)}{detail}"
+        return cls(message, code=code, remark=remark)
+
+
+class ServerSystemError(ResponseError):
+    response_code = ResponseCode.SYSTEM_ERROR
+
+
+class SystemBusyError(ResponseError):
+    response_code = ResponseCode.SYSTEM_BUSY
+    retriable = True
+
+
+class RequestCodeNotSupportedError(ResponseError):
+    response_code = ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
+class FlushDiskTimeoutError(ResponseError):
+    response_code = ResponseCode.FLUSH_DISK_TIMEOUT
+    retriable = True
+
+
+class MessageIllegalError(ResponseError):
+    response_code = ResponseCode.MESSAGE_ILLEGAL
+
+
+class ServiceNotAvailableError(ResponseError):
+    response_code = ResponseCode.SERVICE_NOT_AVAILABLE
+    retriable = True
+
+
+class NoPermissionError(ResponseError):
+    response_code = ResponseCode.NO_PERMISSION
+
+
+class TopicNotExistError(ResponseError):
+    response_code = ResponseCode.TOPIC_NOT_EXIST
+
+
+class QueryNotFoundError(ResponseError):
+    response_code = ResponseCode.QUERY_NOT_FOUND
+
+
+class SubscriptionGroupNotExistError(ResponseError):
+    response_code = ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+
+
+class InvalidParameterError(ResponseError):
+    response_code = ResponseCode.INVALID_PARAMETER
+
+
+class FlowControlError(ResponseError):
+    response_code = ResponseCode.FLOW_CONTROL
+    retriable = True

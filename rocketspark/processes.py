@@ -1,0 +1,134 @@
+"""Run a name server or broker as a child process on a free loopback port.
+
+Each server prints a boot line on stdout naming the address it listens on; with `--port 0`
+the OS picks a free port, so concurrent runs never collide. :class:`ServerProcess` waits for
+that line with a deadline, checks that the port accepts connections, and always stops the
+process: SIGTERM first, SIGKILL if it does not exit in time. Used by the tests, the jobs and
+the benchmarks.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+_BOOT_LINE = re.compile(r"boot success\. listening on (\S+)")
+
+
+class ServerProcess:
+    """One `python -m <module> <args>` server, its stderr appended to `log_path`."""
+
+    def __init__(self, module: str, args: list[str], log_path: Path) -> None:
+        self.module = module
+        self.args = args
+        self.log_path = log_path
+        self.address = ""
+        self._process: subprocess.Popen[str] | None = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError(f"{self.module} was not started")
+        return self._process.pid
+
+    def start(self, timeout_s: float = 30.0) -> str:
+        """Start the process and return its address once it accepts connections."""
+        self._lines = queue.Queue()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a") as log_file:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", self.module, *self.args],
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                text=True,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
+        threading.Thread(target=self._pump_stdout, args=(self._process,), daemon=True).start()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                self.stop()
+                raise RuntimeError(f"{self.module} did not boot within {timeout_s} s:\n{self.log_tail()}") from None
+            if line is None:
+                code = self._process.wait()
+                raise RuntimeError(f"{self.module} exited with code {code} before booting:\n{self.log_tail()}")
+            match = _BOOT_LINE.search(line)
+            if match:
+                self.address = match.group(1)
+                break
+        self._wait_accepting(deadline)
+        return self.address
+
+    def _pump_stdout(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _wait_accepting(self, deadline: float) -> None:
+        host, port = self.address.rsplit(":", 1)
+        while True:
+            try:
+                with socket.create_connection((host, int(port)), timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"{self.module} at {self.address} does not accept connections") from None
+                time.sleep(0.05)
+
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def stop(self, timeout_s: float = 15.0) -> int | None:
+        """SIGTERM and wait; SIGKILL after `timeout_s`. Returns the exit code."""
+        if self._process is None:
+            return None
+        if self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        return self._process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, with no chance to flush or unregister."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text().splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> Self:
+        if not self.running():
+            self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def namesrv_process(data_dir: Path, *extra_args: str) -> ServerProcess:
+    """A name server on a free loopback port keeping its files in `data_dir` (not started)."""
+    return ServerProcess("namesrv", ["--port", "0", "--data-dir", str(data_dir), *extra_args], data_dir / "namesrv.log")

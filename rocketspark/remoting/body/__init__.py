@@ -1,0 +1,1 @@
+"""JSON bodies of remoting commands (route data, registrations, heartbeats, ...)."""

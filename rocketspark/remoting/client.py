@@ -1,0 +1,133 @@
+"""asyncio remoting client: one reused connection per address, requests with deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
+from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S, Connection
+from rocketspark.remoting.errors import RemotingConnectError, RemotingTimeoutError
+from rocketspark.remoting.processor import ProcessorTable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 3.0
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"address {address!r} is not host:port")
+    return host, int(port)
+
+
+class RemotingClient:
+    """Connections to name servers and brokers, created on first use and reused.
+
+    A closed connection is dropped and the next request to that address reconnects.
+    Requests the server sends to us (such as NOTIFY_CONSUMER_IDS_CHANGED) go to `processors`.
+    """
+
+    def __init__(
+        self,
+        processors: ProcessorTable | None = None,
+        *,
+        connect_timeout_s: float = 3.0,
+        request_timeout_s: float = DEFAULT_TIMEOUT_S,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+    ) -> None:
+        self.processors = processors if processors is not None else ProcessorTable()
+        self.connect_timeout_s = connect_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self._idle_timeout_s = idle_timeout_s
+        self._max_frame_length = max_frame_length
+        self._connections: dict[str, Connection] = {}
+        self._connecting: dict[str, asyncio.Task[Connection]] = {}
+        self._closed = False
+
+    async def connection(self, address: str, timeout_s: float | None = None) -> Connection:
+        """The open connection to `address`, connecting if there is none."""
+        if self._closed:
+            raise RemotingConnectError(f"cannot connect to {address}: the client is closed")
+        existing = self._connections.get(address)
+        if existing is not None and not existing.closed:
+            return existing
+        task = self._connecting.get(address)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._connect(address))
+            self._connecting[address] = task
+            task.add_done_callback(lambda done: self._connect_done(address, done))
+        timeout = self.connect_timeout_s if timeout_s is None else min(timeout_s, self.connect_timeout_s)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), timeout)
+        except TimeoutError:
+            raise RemotingConnectError(f"cannot connect to {address}: no answer within {timeout:.3g} s") from None
+
+    async def _connect(self, address: str) -> Connection:
+        host, port = split_address(address)
+        loop = asyncio.get_running_loop()
+        try:
+            _, connection = await asyncio.wait_for(
+                loop.create_connection(self._new_connection, host, port), self.connect_timeout_s
+            )
+        except TimeoutError:
+            raise RemotingConnectError(
+                f"cannot connect to {address}: no answer within {self.connect_timeout_s:.3g} s"
+            ) from None
+        except OSError as exc:
+            raise RemotingConnectError(f"cannot connect to {address}: {exc.strerror or exc}") from None
+        self._connections[address] = connection
+        log.debug("connected to %s", address)
+        return connection
+
+    def _connect_done(self, address: str, task: asyncio.Task[Connection]) -> None:
+        self._connecting.pop(address, None)
+        if not task.cancelled():
+            task.exception()  # retrieved here: every waiter may have given up already
+
+    def _new_connection(self) -> Connection:
+        return Connection(
+            self.processors,
+            max_frame_length=self._max_frame_length,
+            idle_timeout_s=self._idle_timeout_s,
+            on_close=self._connection_closed,
+        )
+
+    def _connection_closed(self, connection: Connection) -> None:
+        for address, known in list(self._connections.items()):
+            if known is connection:
+                del self._connections[address]
+
+    async def invoke(self, address: str, request: RemotingCommand, timeout_s: float | None = None) -> RemotingCommand:
+        """Send `request` to `address` and return the response; the deadline covers connecting too."""
+        timeout = self.request_timeout_s if timeout_s is None else timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        connection = await self.connection(address, timeout)
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise RemotingTimeoutError(f"request to {address} timed out while connecting")
+        return await connection.invoke(request, remaining)
+
+    async def invoke_oneway(self, address: str, request: RemotingCommand, timeout_s: float | None = None) -> None:
+        connection = await self.connection(address, timeout_s)
+        connection.invoke_oneway(request)
+
+    def close_connection(self, address: str) -> None:
+        connection = self._connections.pop(address, None)
+        if connection is not None:
+            connection.close("closed by client")
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._connecting.values()):
+            task.cancel()
+        connections = list(self._connections.values())
+        self._connections.clear()
+        for connection in connections:
+            connection.close("client closing")
+        for connection in connections:
+            await connection.wait_closed()

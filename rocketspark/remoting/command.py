@@ -1,0 +1,88 @@
+"""`RemotingCommand`: one request or response of the remoting protocol."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from rocketspark.remoting.codes import CURRENT_VERSION, LanguageCode, ResponseCode
+from rocketspark.remoting.header import CommandHeader
+
+RPC_TYPE_RESPONSE = 0x1
+RPC_ONEWAY = 0x2
+_MAX_OPAQUE = 2**31 - 1
+
+H = TypeVar("H", bound=CommandHeader)
+
+_opaque_counter = itertools.count(1)
+_opaque_lock = threading.Lock()  # callers include executor threads of the sync facade
+
+
+def next_opaque() -> int:
+    """A process-wide request id, as Java's global AtomicInteger; wraps within int32."""
+    with _opaque_lock:
+        return next(_opaque_counter) % _MAX_OPAQUE
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    """A request or response: the header fields of the wire format plus the body bytes."""
+
+    code: int
+    language: LanguageCode = LanguageCode.PYTHON
+    version: int = CURRENT_VERSION
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RPC_TYPE_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & RPC_ONEWAY)
+
+    @classmethod
+    def request(
+        cls, code: int, header: CommandHeader | None = None, body: bytes = b"", *, oneway: bool = False
+    ) -> RemotingCommand:
+        return cls(
+            code=int(code),
+            opaque=next_opaque(),
+            flag=RPC_ONEWAY if oneway else 0,
+            ext_fields=header.to_ext_fields() if header is not None else {},
+            body=body,
+        )
+
+    def response(
+        self,
+        code: int = ResponseCode.SUCCESS,
+        remark: str | None = None,
+        header: CommandHeader | None = None,
+        body: bytes = b"",
+    ) -> RemotingCommand:
+        """A response answering this request (same opaque, response flag set)."""
+        return RemotingCommand(
+            code=int(code),
+            opaque=self.opaque,
+            flag=RPC_TYPE_RESPONSE,
+            remark=remark,
+            ext_fields=header.to_ext_fields() if header is not None else {},
+            body=body,
+        )
+
+    def decode_header(self, header_type: type[H]) -> H:
+        return header_type.from_ext_fields(self.ext_fields)
+
+    def __repr__(self) -> str:
+        kind = "response" if self.is_response else "request"
+        return (
+            f"RemotingCommand({kind} code={self.code} opaque={self.opaque} flag={self.flag} "
+            f"language={self.language.name} version={self.version} remark={self.remark!r} "
+            f"ext_fields={self.ext_fields!r} body={len(self.body)} bytes)"
+        )

@@ -1,0 +1,236 @@
+"""One remoting connection, used by both the server and the client side.
+
+Either side may send requests on it: responses are matched to waiting requests by `opaque`
+(RocketMQ may answer out of order), and incoming requests go to the connection's processors. A
+frame that cannot be decoded closes this connection, and only this one, with a logged reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from rocketspark.errors import RocketMQError
+from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode
+from rocketspark.remoting.codes import ResponseCode, SerializeType, code_name
+from rocketspark.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
+from rocketspark.remoting.errors import ConnectionClosedError, ProtocolError, RemotingTimeoutError
+from rocketspark.remoting.processor import ProcessorTable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IDLE_TIMEOUT_S = 120.0
+
+
+class Connection(asyncio.Protocol):
+    """A framed, bidirectional request/response channel over one TCP connection."""
+
+    def __init__(
+        self,
+        processors: ProcessorTable,
+        *,
+        max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        serialize_type: SerializeType = SerializeType.JSON,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self._processors = processors
+        self._decoder = FrameDecoder(max_frame_length)
+        self._idle_timeout_s = idle_timeout_s
+        self._serialize_type = serialize_type
+        self._on_close = on_close
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, tuple[asyncio.Future[RemotingCommand], asyncio.TimerHandle]] = {}
+        self._handler_tasks: set[asyncio.Task[None]] = set()
+        self._closed: asyncio.Future[None] = self._loop.create_future()
+        self._close_reason: str | None = None
+        self._idle_handle: asyncio.TimerHandle | None = None
+        self._last_activity = self._loop.time()
+        self._write_resumed: asyncio.Future[None] | None = None
+        self.remote_address = "?"
+        self.local_address = "?"
+        self.attributes: dict[str, Any] = {}  # per-connection state owned by processors
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self.remote_address = _format_address(transport.get_extra_info("peername"))
+        self.local_address = _format_address(transport.get_extra_info("sockname"))
+        if self._idle_timeout_s > 0:
+            self._idle_handle = self._loop.call_later(self._idle_timeout_s, self._check_idle)
+
+    def data_received(self, data: bytes) -> None:
+        self._last_activity = self._loop.time()
+        try:
+            for command in self._decoder.feed(data):
+                if command.is_response:
+                    self._complete(command)
+                else:
+                    self._dispatch(command)
+        except ProtocolError as exc:
+            log.warning("closing connection %s: %s", self.remote_address, exc)
+            self.close(f"protocol error: {exc}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._close_reason is None:
+            self._close_reason = f"connection lost: {exc}" if exc else "closed by peer"
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+        for task in list(self._handler_tasks):  # nobody can receive their responses any more
+            task.cancel()
+        pending, self._pending = self._pending, {}
+        for future, timer in pending.values():
+            timer.cancel()
+            if not future.done():
+                future.set_exception(
+                    ConnectionClosedError(f"connection to {self.remote_address} closed ({self._close_reason})")
+                )
+        if self._write_resumed is not None and not self._write_resumed.done():
+            self._write_resumed.set_result(None)
+        if not self._closed.done():
+            self._closed.set_result(None)
+        if self._on_close is not None:
+            self._on_close(self)
+
+    def pause_writing(self) -> None:
+        if self._write_resumed is None or self._write_resumed.done():
+            self._write_resumed = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._write_resumed is not None and not self._write_resumed.done():
+            self._write_resumed.set_result(None)
+
+    # -- sending ---------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._transport is None or self._transport.is_closing() or self._closed.done()
+
+    def send(self, command: RemotingCommand) -> None:
+        """Write one command; raises ConnectionClosedError when the connection is gone."""
+        if self.closed:
+            raise ConnectionClosedError(f"connection to {self.remote_address} is closed ({self._close_reason})")
+        assert self._transport is not None
+        self._transport.write(encode(command, self._serialize_type))
+        self._last_activity = self._loop.time()
+
+    async def drain(self) -> None:
+        """Wait until the transport's write buffer is below its high-water mark."""
+        if self._write_resumed is not None and not self._write_resumed.done():
+            await self._write_resumed
+
+    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send a request and wait for its response, at most `timeout_s` seconds."""
+        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        opaque = request.opaque
+        timer = self._loop.call_later(timeout_s, self._expire, opaque, request.code, timeout_s)
+        self._pending[opaque] = (future, timer)
+        try:
+            self.send(request)
+        except BaseException:
+            self._pending.pop(opaque, None)
+            timer.cancel()
+            raise
+        return await future
+
+    def invoke_oneway(self, request: RemotingCommand) -> None:
+        request.flag |= 0x2
+        self.send(request)
+
+    def close(self, reason: str = "closed locally") -> None:
+        if self._close_reason is None:
+            self._close_reason = reason
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self._closed)
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _complete(self, response: RemotingCommand) -> None:
+        entry = self._pending.pop(response.opaque, None)
+        if entry is None:
+            log.debug("response for unknown or expired opaque %d from %s", response.opaque, self.remote_address)
+            return
+        future, timer = entry
+        timer.cancel()
+        if not future.done():
+            future.set_result(response)
+
+    def _expire(self, opaque: int, code: int, timeout_s: float) -> None:
+        entry = self._pending.pop(opaque, None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_exception(
+                RemotingTimeoutError(
+                    f"{code_name(code)} to {self.remote_address} got no response within {timeout_s:.3g} s"
+                )
+            )
+
+    def _check_idle(self) -> None:
+        idle = self._loop.time() - self._last_activity
+        if idle >= self._idle_timeout_s:
+            log.info("closing connection %s: idle for %.0f s", self.remote_address, idle)
+            self.close(f"idle for {idle:.0f} s")
+        else:
+            self._idle_handle = self._loop.call_later(self._idle_timeout_s - idle, self._check_idle)
+
+    def _dispatch(self, request: RemotingCommand) -> None:
+        handler = self._processors.get(request.code)
+        if handler is None:
+            self._respond(
+                request,
+                request.response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+                ),
+            )
+            return
+        try:
+            result = handler(self, request)
+        except Exception as exc:
+            self._respond(request, self._error_response(request, exc))
+            return
+        if result is None or isinstance(result, RemotingCommand):
+            self._respond(request, result)
+        else:
+            task = self._loop.create_task(self._await_handler(request, result))
+            self._handler_tasks.add(task)
+            task.add_done_callback(self._handler_tasks.discard)
+
+    async def _await_handler(self, request: RemotingCommand, pending: Any) -> None:
+        try:
+            response = await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            response = self._error_response(request, exc)
+        self._respond(request, response)
+
+    def _error_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        if isinstance(exc, RocketMQError):
+            code = exc.code if exc.code is not None else ResponseCode.SYSTEM_ERROR
+            log.info("%s from %s refused: %s", code_name(request.code), self.remote_address, exc)
+            return request.response(code, str(exc))
+        log.exception("processor for %s from %s failed", code_name(request.code), self.remote_address)
+        return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+    def _respond(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        if response is None or request.is_oneway or self.closed:
+            return
+        response.opaque = request.opaque
+        response.flag |= RPC_TYPE_RESPONSE
+        self.send(response)
+
+    def __repr__(self) -> str:
+        return f"Connection({self.local_address} <-> {self.remote_address})"
+
+
+def _format_address(address: Any) -> str:
+    if isinstance(address, tuple) and len(address) >= 2:
+        return f"{address[0]}:{address[1]}"
+    return str(address)

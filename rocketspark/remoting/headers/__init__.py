@@ -1,0 +1,1 @@
+"""Typed headers, one module per domain."""

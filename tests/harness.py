@@ -1,0 +1,30 @@
+"""Per-test factory of server subprocesses (see :mod:`rocketspark.processes`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rocketspark.processes import ServerProcess, namesrv_process
+
+
+class ServerFactory:
+    """Starts servers for one test and stops every one of them at teardown."""
+
+    def __init__(self, base_dir: Path) -> None:
+        self.base_dir = base_dir
+        self.processes: list[ServerProcess] = []
+        self._count = 0
+
+    def _next_dir(self, kind: str) -> Path:
+        self._count += 1
+        return self.base_dir / f"{kind}-{self._count}"
+
+    def namesrv(self, *extra: str, data_dir: Path | None = None) -> ServerProcess:
+        process = namesrv_process(data_dir or self._next_dir("namesrv"), *extra)
+        self.processes.append(process)
+        process.start()
+        return process
+
+    def stop_all(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()

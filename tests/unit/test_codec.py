@@ -1,0 +1,186 @@
+"""Frame codec: golden bytes from the real client, leniency, round trips, fuzzing."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rocketspark.remoting.codec import FrameDecoder, decode_frame, encode, encode_binary_header
+from rocketspark.remoting.codes import LanguageCode, RequestCode, SerializeType
+from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.errors import ProtocolError
+
+GOLDEN = Path(__file__).parents[1] / "fixtures" / "real_client" / "get_routeinfo_by_topic.bin"
+
+
+def json_frame(header: bytes, body: bytes = b"") -> bytes:
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
+def decode_one(frame: bytes) -> RemotingCommand:
+    commands = list(FrameDecoder().feed(frame))
+    assert len(commands) == 1
+    return commands[0]
+
+
+def test_decodes_the_real_clients_first_frame() -> None:
+    frame = GOLDEN.read_bytes()
+    command = decode_one(frame)
+    assert command.code == RequestCode.GET_ROUTEINFO_BY_TOPIC
+    assert command.language is LanguageCode.CPP
+    assert command.version == 63
+    assert command.opaque == 0
+    assert not command.is_response and not command.is_oneway
+    assert command.ext_fields["topic"] == "GoldenTopic"
+    assert {"AccessKey", "OnsChannel", "Signature"} <= command.ext_fields.keys()
+    assert command.body == b""
+    # the header length counts the trailing newline the C++ client writes
+    assert frame.endswith(b"}\n")
+
+
+def test_binary_header_matches_the_reference_example() -> None:
+    command = RemotingCommand(
+        code=105, language=LanguageCode.PYTHON, version=413, opaque=1, ext_fields={"topic": "TopicTest"}
+    )
+    expected = bytes.fromhex(
+        "0069 03 019d 00000001 00000000 00000000 00000014"  # code lang version opaque flag remarkLen extLen
+        "0005 746f706963 00000009 546f70696354657374"  # "topic" -> "TopicTest"
+    )
+    assert encode_binary_header(command) == expected
+    assert decode_one(encode(command, SerializeType.ROCKETMQ)) == command
+
+
+def test_json_header_leniency() -> None:
+    header = (
+        orjson.dumps(
+            {
+                "code": 10,
+                "language": "JAVA",
+                "opaque": 7,
+                "flag": 0,
+                "extFields": {
+                    "queueId": 3,
+                    "unitMode": False,
+                    "batch": True,
+                    "ratio": 1.5,
+                    "absent": None,
+                    "s": "x",
+                },
+            }
+        )
+        + b"\n"
+    )
+    command = decode_one(json_frame(header, b"body"))
+    assert command.ext_fields == {
+        "queueId": "3",
+        "unitMode": "false",
+        "batch": "true",
+        "ratio": "1.5",
+        "s": "x",
+    }
+    assert command.version == 0  # missing version: old clients are accepted
+    assert command.body == b"body"
+
+
+@pytest.mark.parametrize("ext", [b'"extFields":null,', b""])
+def test_null_or_missing_ext_fields(ext: bytes) -> None:
+    header = b'{"code":34,' + ext + b'"flag":0,"language":"CPP","opaque":1,"version":63}'
+    assert decode_one(json_frame(header)).ext_fields == {}
+
+
+def test_language_as_number_or_unknown_name() -> None:
+    assert decode_one(json_frame(b'{"code":1,"language":9,"opaque":1}')).language is LanguageCode.GO
+    assert decode_one(json_frame(b'{"code":1,"language":"COBOL","opaque":1}')).language is LanguageCode.OTHER
+
+
+def test_responses_use_the_frames_own_serialization() -> None:
+    request = RemotingCommand.request(RequestCode.HEART_BEAT, body=b"{}")
+    response = request.response(remark="ok")
+    for serialize_type in SerializeType:
+        assert decode_one(encode(response, serialize_type)) == response
+
+
+def test_frames_split_and_coalesced_across_reads() -> None:
+    commands = [RemotingCommand.request(RequestCode.PULL_MESSAGE, body=bytes([i]) * i) for i in range(1, 6)]
+    stream = b"".join(encode(c, SerializeType(i % 2)) for i, c in enumerate(commands))
+    decoder = FrameDecoder()
+    decoded = []
+    for i in range(0, len(stream), 7):
+        decoded.extend(decoder.feed(stream[i : i + 7]))
+    assert decoded == commands
+    assert decoder.buffered == 0
+
+
+def test_oversize_frame_is_a_protocol_error() -> None:
+    decoder = FrameDecoder(max_frame_length=1024)
+    with pytest.raises(ProtocolError, match="frame length"):
+        list(decoder.feed(struct.pack(">i", 2000) + b"x" * 10))
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        json_frame(b"not json"),
+        json_frame(b"[1,2]"),
+        json_frame(b'{"language":"JAVA"}'),  # no code
+        struct.pack(">ii", 8, 100) + b"{}{}",  # header longer than the frame
+        struct.pack(">ii", 6, 7 << 24 | 2) + b"{}",  # unknown serialization type
+    ],
+)
+def test_undecodable_headers_are_protocol_errors(frame: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        list(FrameDecoder().feed(frame))
+
+
+ext_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=20)
+commands = st.builds(
+    RemotingCommand,
+    code=st.integers(-(2**15), 2**15 - 1),
+    language=st.sampled_from(LanguageCode),
+    version=st.integers(-(2**15), 2**15 - 1),
+    opaque=st.integers(-(2**31), 2**31 - 1),
+    flag=st.integers(0, 3),
+    remark=st.none() | ext_text,
+    ext_fields=st.dictionaries(ext_text, ext_text, max_size=8),
+    body=st.binary(max_size=256),
+)
+
+
+@given(command=commands, serialize_type=st.sampled_from(SerializeType))
+def test_round_trip(command: RemotingCommand, serialize_type: SerializeType) -> None:
+    frame = encode(command, serialize_type)
+    expected = command
+    if serialize_type is SerializeType.ROCKETMQ and command.remark == "":
+        expected = dataclasses.replace(command, remark=None)  # the binary format writes "" as null
+    assert decode_frame(frame[4:]) == expected
+
+
+@settings(max_examples=500)
+@given(data=st.binary(max_size=512), chunk=st.integers(1, 64))
+def test_arbitrary_bytes_yield_commands_or_a_protocol_error(data: bytes, chunk: int) -> None:
+    decoder = FrameDecoder(max_frame_length=4096)
+    try:
+        for i in range(0, len(data), chunk):
+            for command in decoder.feed(data[i : i + chunk]):
+                assert isinstance(command, RemotingCommand)
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=300)
+@given(prefix=commands, noise=st.binary(min_size=1, max_size=64))
+def test_valid_frame_then_garbage(prefix: RemotingCommand, noise: bytes) -> None:
+    decoder = FrameDecoder(max_frame_length=4096)
+    seen = []
+    try:
+        for command in decoder.feed(encode(prefix) + noise):
+            seen.append(command)
+    except ProtocolError:
+        pass
+    assert seen[:1] == [prefix]
