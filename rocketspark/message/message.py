@@ -1,0 +1,71 @@
+"""The message types users handle: `Message` to send, `MessageExt` received."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rocketspark.message import properties as props
+from rocketspark.message.queue import MessageQueue
+
+
+def join_keys(keys: str | list[str] | tuple[str, ...] | None) -> str | None:
+    if keys is None or isinstance(keys, str):
+        return keys or None
+    return props.KEY_SEPARATOR.join(keys) or None
+
+
+@dataclass(slots=True)
+class Message:
+    """A message to send. `properties` holds user properties; tags and keys have fields of their own."""
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: str | None = None  # several keys are separated by spaces, as in Java
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def all_properties(self) -> dict[str, str]:
+        """User properties plus TAGS and KEYS, as they travel on the wire."""
+        result = dict(self.properties)
+        if self.tags:
+            result[props.TAGS] = self.tags
+        if self.keys:
+            result[props.KEYS] = self.keys
+        return result
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A stored message as a consumer receives it. `properties` holds every property, system ones too."""
+
+    topic: str
+    body: bytes
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    msg_id: str  # UNIQ_KEY when the producer set one, else the offset msgId (Java's getMsgId)
+    offset_msg_id: str
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    flag: int = 0
+    sys_flag: int = 0
+    body_crc: int = 0
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    broker_name: str = ""
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(props.TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(props.KEYS)
+
+    @property
+    def message_queue(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)

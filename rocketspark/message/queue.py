@@ -1,0 +1,24 @@
+"""`MessageQueue`: one queue of a topic on one broker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageQueue:
+    """Ordered by topic, broker name, queue id, as Java's `MessageQueue.compareTo`."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> MessageQueue:
+        return cls(str(data["topic"]), str(data["brokerName"]), int(str(data["queueId"])))
+
+    def __str__(self) -> str:
+        return f"{self.topic}@{self.broker_name}#{self.queue_id}"
