@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-import zlib
 
 from namesrv.kvconfig_manager import KVConfigManager
 from namesrv.route_info_manager import RouteInfoManager
+from rocketspark.checksum import crc32
 from rocketspark.remoting.body.kv import KVTable
 from rocketspark.remoting.body.register import RegisterBrokerBody
 from rocketspark.remoting.body.topic import DataVersion, TopicConfigSerializeWrapper, TopicList
@@ -41,11 +41,6 @@ ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
 _V3_0_11 = 37
 
 
-def body_crc32(body: bytes) -> int:
-    """RocketMQ's `UtilAll.crc32`: CRC-32 masked to a non-negative int."""
-    return zlib.crc32(body) & 0x7FFFFFFF
-
-
 class NamesrvProcessor:
     """Handles every request code the name server serves (Java's `DefaultRequestProcessor`)."""
 
@@ -74,7 +69,7 @@ class NamesrvProcessor:
 
     def register_broker(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(RegisterBrokerRequestHeader)
-        if header.body_crc32 != 0 and body_crc32(request.body) != header.body_crc32:
+        if header.body_crc32 != 0 and crc32(request.body) != header.body_crc32:
             log.warning("registration of %s refused: body crc32 does not match", header.broker_addr)
             return request.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
         wrapper: TopicConfigSerializeWrapper | None = None

@@ -26,6 +26,10 @@ class ConfigError(RocketMQError, ValueError):
     """A bad option or setting, detected before anything is sent."""
 
 
+class ValidationError(RocketMQError, ValueError):
+    """A name, message or request that RocketMQ's rules refuse; `code` is what a broker answers."""
+
+
 class ResponseError(RocketMQError):
     """A server answered a request with a code other than SUCCESS."""
 

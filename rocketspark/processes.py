@@ -132,3 +132,9 @@ class ServerProcess:
 def namesrv_process(data_dir: Path, *extra_args: str) -> ServerProcess:
     """A name server on a free loopback port keeping its files in `data_dir` (not started)."""
     return ServerProcess("namesrv", ["--port", "0", "--data-dir", str(data_dir), *extra_args], data_dir / "namesrv.log")
+
+
+def broker_process(data_dir: Path, namesrv: str, *extra_args: str, broker_name: str = "broker-a") -> ServerProcess:
+    """A broker on a free loopback port registering with `namesrv`, storing under `data_dir` (not started)."""
+    args = ["--port", "0", "--data-dir", str(data_dir), "--namesrv", namesrv, "--broker-name", broker_name, *extra_args]
+    return ServerProcess("broker", args, data_dir / "broker.log")

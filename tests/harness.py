@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocketspark.processes import ServerProcess, namesrv_process
+from rocketspark.processes import ServerProcess, broker_process, namesrv_process
 
 
 class ServerFactory:
@@ -21,6 +21,15 @@ class ServerFactory:
 
     def namesrv(self, *extra: str, data_dir: Path | None = None) -> ServerProcess:
         process = namesrv_process(data_dir or self._next_dir("namesrv"), *extra)
+        self.processes.append(process)
+        process.start()
+        return process
+
+    def broker(
+        self, namesrv: str, *extra: str, broker_name: str = "broker-a", data_dir: Path | None = None
+    ) -> ServerProcess:
+        """A broker registered with `namesrv`; `extra` flags such as `--flush sync` or `--set key=value`."""
+        process = broker_process(data_dir or self._next_dir(broker_name), namesrv, *extra, broker_name=broker_name)
         self.processes.append(process)
         process.start()
         return process

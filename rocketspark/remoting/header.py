@@ -12,22 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 from rocketspark.remoting.errors import HeaderFieldError
-from rocketspark.remoting.schema import wire_fields
-
-
-def _parse(value: str, target: Any) -> Any:
-    if target is str:
-        return value
-    if target is bool:
-        lowered = value.strip().lower()
-        if lowered in ("true", "false"):
-            return lowered == "true"
-        raise ValueError(f"expected true or false, got {value!r}")
-    if target is int:
-        return int(value.strip())
-    if target is float:
-        return float(value)
-    raise TypeError(f"unsupported header field type {target!r}")
+from rocketspark.remoting.schema import parse_text, wire_fields
 
 
 def format_value(value: Any) -> str:
@@ -58,7 +43,7 @@ class CommandHeader:
                     raise HeaderFieldError(f"{cls.__name__}: missing required field '{f.wire_name}'")
                 continue
             try:
-                kwargs[f.attr] = _parse(raw, f.type)
+                kwargs[f.attr] = parse_text(raw, f.type)
             except ValueError as exc:
                 raise HeaderFieldError(f"{cls.__name__}: field '{f.wire_name}' = {raw!r} is invalid: {exc}") from None
         return cls(**kwargs)

@@ -8,9 +8,11 @@ headers and names such as `clientID` need. The result is computed once per class
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Union
 
 _WIRE_KEY = "rocketspark.wire"
@@ -62,3 +64,34 @@ def wire_fields(cls: type) -> tuple[WireField, ...]:
     fields = tuple(result)
     _cache[cls] = fields
     return fields
+
+
+def parse_text(value: str, target: Any) -> Any:
+    """A string as written in extFields or a properties file, converted to a field's type.
+
+    Booleans are `true`/`false` in any case (as Java writes them) or `1`/`0` (as C++ clients
+    write them); enums are given by name. Raises ValueError with the reason.
+    """
+    if target is str:
+        return value
+    if target is bool:
+        lowered = value.strip().lower()
+        if lowered in ("true", "1"):  # C++ clients write booleans as 1/0
+            return True
+        if lowered in ("false", "0"):
+            return False
+        raise ValueError(f"expected true or false, got {value!r}")
+    if target is int:
+        return int(value.strip())
+    if target is float:
+        return float(value.strip())
+    if target is Path:
+        return Path(value.strip()).expanduser()
+    if isinstance(target, type) and issubclass(target, enum.Enum):
+        name = value.strip()
+        try:
+            return target[name]
+        except KeyError:
+            choices = ", ".join(target.__members__)
+            raise ValueError(f"expected one of {choices}, got {value!r}") from None
+    raise TypeError(f"unsupported field type {target!r}")

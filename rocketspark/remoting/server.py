@@ -48,10 +48,20 @@ class RemotingServer:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    async def start(self) -> None:
+    async def start(self, *, serving: bool = True) -> None:
+        """Bind the port (its number is known afterwards); accept connections unless `serving` is False."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self.port, reuse_address=True)
+        self._server = await loop.create_server(
+            self._new_connection, self.host, self.port, reuse_address=True, start_serving=serving
+        )
         self.port = self._server.sockets[0].getsockname()[1]
+        if serving:
+            log.info("remoting server listening on %s", self.address)
+
+    async def start_serving(self) -> None:
+        """Begin accepting on a port bound with `start(serving=False)`."""
+        assert self._server is not None
+        await self._server.start_serving()
         log.info("remoting server listening on %s", self.address)
 
     def _new_connection(self) -> Connection:

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from namesrv.processor import body_crc32
+from rocketspark.checksum import crc32
 from rocketspark.processes import ServerProcess
 from rocketspark.remoting.body.kv import KVTable
 from rocketspark.remoting.body.register import RegisterBrokerBody
@@ -56,7 +56,7 @@ def register_request(
         broker_addr,
         broker_id,
         compressed=compressed,
-        body_crc32=body_crc32(body),
+        body_crc32=crc32(body),
     )
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body)
 

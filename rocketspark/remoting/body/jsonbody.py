@@ -2,14 +2,14 @@
 
 A body is a dataclass deriving from :class:`JsonBody`; its fields map to camelCase keys (see
 :mod:`rocketspark.remoting.schema`). Java enums travel by name; ordinals are accepted on input,
-as C++ clients send them. Unknown keys are ignored and `None` fields are omitted, as fastjson
-does. Output is standard JSON with string map keys, which Java's fastjson also reads.
+as C++ clients send them. Nested values may be bodies or any class with `to_dict`/`from_dict`.
+Unknown keys are ignored and `None` fields are omitted, as fastjson does. Output is standard
+JSON with string map keys, which Java's fastjson also reads.
 """
 
 from __future__ import annotations
 
 import enum
-import re
 import typing
 from collections.abc import Callable
 from typing import Any, Self
@@ -18,18 +18,78 @@ import orjson
 
 from rocketspark.remoting.schema import WireField, strip_optional, wire_fields
 
-# A numeric object key left unquoted by fastjson, e.g. `{0:"127.0.0.1:10911"}`, when it
-# follows `{` or `,`. Quoted strings are matched first so their contents are never touched.
-_UNQUOTED_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|(?<=[{,])(\s*)(-?\d+)(\s*):')
+
+def normalise_fastjson(text: str) -> str:
+    """Standard JSON from fastjson's output, whose object keys may be bare numbers
+    (`{0:"127.0.0.1:10911"}`) or whole objects (`{{"topic":"T",...}:{...}}`, maps keyed by
+    MessageQueue). Such keys become JSON strings: `"0"`, and the object's own text."""
+    out: list[str] = []
+    stack: list[str] = []  # "{" or "["
+    expect_key = False
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            end = _string_end(text, i)
+            out.append(text[i:end])
+            i = end
+            continue
+        if expect_key and (c.isdigit() or c == "-"):
+            j = i + 1
+            while j < n and (text[j].isdigit() or text[j] in ".eE+-"):
+                j += 1
+            out.append(f'"{text[i:j]}"')
+            i, expect_key = j, False
+            continue
+        if expect_key and c == "{":
+            end = _container_end(text, i)
+            out.append(orjson.dumps(text[i:end]).decode())
+            i, expect_key = end, False
+            continue
+        if c in "{[":
+            stack.append(c)
+            expect_key = c == "{"
+        elif c in "}]":
+            if stack:
+                stack.pop()
+            expect_key = False
+        elif c == ",":
+            expect_key = bool(stack) and stack[-1] == "{"
+        elif c == ":" or not c.isspace():
+            expect_key = False
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
-def _quote_numeric_keys(text: str) -> str:
-    def repl(match: re.Match[str]) -> str:
-        if match.group(2) is None:
-            return match.group(0)
-        return f'{match.group(1)}"{match.group(2)}"{match.group(3)}:'
+def _string_end(text: str, start: int) -> int:
+    i = start + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == '"':
+            return i + 1
+        i += 1
+    return len(text)
 
-    return _UNQUOTED_KEY.sub(repl, text)
+
+def _container_end(text: str, start: int) -> int:
+    depth = 0
+    i = start
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            i = _string_end(text, i)
+            continue
+        if c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return len(text)
 
 
 def loads(data: bytes | str) -> Any:
@@ -38,7 +98,7 @@ def loads(data: bytes | str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         text = data.decode() if isinstance(data, bytes) else data
-        return orjson.loads(_quote_numeric_keys(text))
+        return orjson.loads(normalise_fastjson(text))
 
 
 Converter = Callable[[Any], Any]
@@ -51,9 +111,8 @@ def _identity(value: Any) -> Any:
 def _decoder(annotation: Any) -> Converter:
     annotation, _ = strip_optional(annotation)
     origin = typing.get_origin(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, JsonBody):
-        body_type = annotation
-        return body_type.from_dict
+    if isinstance(annotation, type) and hasattr(annotation, "from_dict"):
+        return annotation.from_dict  # type: ignore[no-any-return]
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return _enum_decoder(annotation)
     if origin in (list, set, frozenset, tuple):
@@ -85,7 +144,7 @@ def _enum_decoder(enum_type: type[enum.Enum]) -> Converter:
 
 
 def _encode(value: Any) -> Any:
-    if isinstance(value, JsonBody):
+    if hasattr(value, "to_dict"):
         return value.to_dict()
     if isinstance(value, enum.IntEnum | enum.IntFlag):
         return int(value)

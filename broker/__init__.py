@@ -1,0 +1,1 @@
+"""The bundled RocketMQ broker: Arrow-encoded commit log, consume queues, send, pull, offsets."""

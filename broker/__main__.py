@@ -1,0 +1,5 @@
+import sys
+
+from broker.startup import main
+
+sys.exit(main())

@@ -1,0 +1,85 @@
+"""Broker settings. Keys are Apache RocketMQ's broker.conf names; every timer is configurable.
+
+Store settings live in :class:`broker.store.config.StoreConfig`; one broker.conf sets both.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S
+from rocketspark.remoting.schema import wire
+
+DEFAULT_PORT = 10911
+
+
+class BrokerRole(enum.Enum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    broker_name: str = "broker-a"
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = 0
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    namesrv_addr: str | None = None  # "host:port;host:port"; NAMESRV_ADDR when unset
+    broker_ip1: str = field(default="127.0.0.1", metadata=wire("brokerIP1"))  # listen and publish address
+    listen_port: int = DEFAULT_PORT
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8  # queues of TBW102, the template of auto-created topics
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    # name server registration
+    register_name_server_period: int = 30_000
+    register_broker_timeout_mills: int = 6_000
+    # long polling
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1_000
+    # transfer limits of one standard pull (Java's defaults are 32 messages / 256 KiB; larger pulls
+    # serve lite-pull consumers better and every client accepts fewer messages than it asked for)
+    max_transfer_count_on_message_in_memory: int = 1024
+    max_transfer_bytes_on_message_in_memory: int = 4 * 1024 * 1024
+    # the Arrow send and pull extension (docs/protocol.md); off makes clients fall back
+    arrow_enable: bool = True
+    arrow_pull_max_messages: int = 100_000
+    arrow_pull_max_bytes: int = 12 * 1024 * 1024
+    # clients
+    flush_consumer_offset_interval: int = 5_000
+    channel_expired_timeout: int = 120_000
+    client_channel_scan_interval: int = 10_000
+    rebalance_lock_max_live_time: int = 60_000
+    server_channel_max_idle_time_seconds: float = DEFAULT_IDLE_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ValueError(f"listenPort must be within 0..65535, got {self.listen_port}")
+        if self.broker_role is BrokerRole.SLAVE or self.broker_id != 0:
+            raise ValueError("this broker runs as a master only (brokerId=0, brokerRole ASYNC_MASTER or SYNC_MASTER)")
+        if not self.broker_name or not self.broker_cluster_name:
+            raise ValueError("brokerName and brokerClusterName must not be empty")
+        for name in (
+            "register_name_server_period",
+            "register_broker_timeout_mills",
+            "short_polling_time_mills",
+            "max_transfer_count_on_message_in_memory",
+            "max_transfer_bytes_on_message_in_memory",
+            "flush_consumer_offset_interval",
+            "channel_expired_timeout",
+            "client_channel_scan_interval",
+            "rebalance_lock_max_live_time",
+            "default_topic_queue_nums",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    def namesrv_list(self) -> list[str]:
+        return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]

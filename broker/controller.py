@@ -1,0 +1,146 @@
+"""`BrokerController`: builds the managers, the store and the processors, and runs them.
+
+Like Apache RocketMQ's BrokerController, but only wiring: state lives in the managers and the
+store, request handling in the processors.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.config import BrokerConfig
+from broker.consumer_manager import ConsumerGroupInfo, ConsumerManager
+from broker.consumer_offset_manager import ConsumerOffsetManager
+from broker.processors.admin_broker import BrokerAdminProcessor
+from broker.processors.admin_offset import OffsetAdminProcessor
+from broker.processors.admin_topic import TopicAdminProcessor
+from broker.processors.arrow import ArrowSendProcessor
+from broker.processors.client_manage import ClientManageProcessor
+from broker.processors.consumer_manage import ConsumerManageProcessor
+from broker.processors.lock import LockProcessor
+from broker.processors.pull import PullMessageProcessor
+from broker.processors.query_message import QueryMessageProcessor
+from broker.processors.send import SendMessageProcessor
+from broker.producer_manager import ProducerManager
+from broker.pull_request_hold_service import PullRequestHoldService
+from broker.rebalance_lock_manager import RebalanceLockManager
+from broker.registration import NamesrvRegistration
+from broker.stats import BrokerStats
+from broker.store.config import StoreConfig
+from broker.store.message_store import MessageStore
+from broker.subscription_group_manager import SubscriptionGroupManager
+from broker.topic_config_manager import TopicConfigManager
+from rocketspark.errors import RocketMQError
+from rocketspark.remoting.client import RemotingClient
+from rocketspark.remoting.codes import RequestCode
+from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.connection import Connection
+from rocketspark.remoting.headers.client import ConsumerGroupRequestHeader
+from rocketspark.remoting.processor import ProcessorTable
+from rocketspark.remoting.server import RemotingServer
+from rocketspark.service import PeriodicService
+
+log = logging.getLogger(__name__)
+
+
+class BrokerController:
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+        self.config = config
+        self.store_config = store_config
+        config_dir = store_config.store_path_root_dir / "config"
+        self.processors = ProcessorTable()
+        self.server = RemotingServer(
+            self.processors,
+            host=config.broker_ip1,
+            port=config.listen_port,
+            idle_timeout_s=config.server_channel_max_idle_time_seconds,
+        )
+        self.client = RemotingClient()
+        self.stats = BrokerStats()
+        self.topics = TopicConfigManager(config, config_dir / "topics.json", self._topics_changed)
+        self.subscription_groups = SubscriptionGroupManager(
+            config_dir / "subscriptionGroup.json", config.auto_create_subscription_group
+        )
+        self.consumer_offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
+        self.consumers = ConsumerManager(config.channel_expired_timeout, self._notify_consumer_ids_changed)
+        self.producers = ProducerManager(config.channel_expired_timeout)
+        self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
+        self.hold = PullRequestHoldService()
+        self.address = config.broker_addr
+        self.store = MessageStore(store_config, self.address)
+        self.registration: NamesrvRegistration | None = None
+        self._services = [
+            PeriodicService(
+                "persist-consumer-offsets", config.flush_consumer_offset_interval / 1000, self.consumer_offsets.persist
+            ),
+            PeriodicService("scan-client-channels", config.client_channel_scan_interval / 1000, self._scan_channels),
+        ]
+
+    async def start(self) -> None:
+        await self.server.start(serving=False)
+        self.address = f"{self.config.broker_ip1}:{self.server.port}"
+        self.store.store_host = self.address
+        await self.store.start()
+        self.store.add_arrival_listener(self.hold.notify)
+        self.topics.load()
+        self.subscription_groups.load()
+        self.consumer_offsets.load()
+        for processor in (
+            SendMessageProcessor(self),
+            ArrowSendProcessor(self),
+            PullMessageProcessor(self),
+            ConsumerManageProcessor(self),
+            ClientManageProcessor(self),
+            TopicAdminProcessor(self),
+            OffsetAdminProcessor(self),
+            BrokerAdminProcessor(self),
+            QueryMessageProcessor(self),
+            LockProcessor(self),
+        ):
+            processor.register(self.processors)
+        self.server.add_close_listener(self._connection_closed)
+        await self.server.start_serving()
+        self.registration = NamesrvRegistration(self.config, self.address, self.client, self.topics.wrapper)
+        self.registration.start()
+        for service in self._services:
+            service.start()
+        log.info(
+            "broker %s (cluster %s) serving at %s",
+            self.config.broker_name,
+            self.config.broker_cluster_name,
+            self.address,
+        )
+
+    async def stop(self) -> None:
+        """Unregister, stop serving, write every accepted message, flush, persist offsets."""
+        if self.registration is not None:
+            await self.registration.stop()
+        await self.server.stop()
+        for service in self._services:
+            await service.stop()
+        await self.store.stop()
+        self.consumer_offsets.persist()
+        await self.client.close()
+        log.info("broker %s stopped", self.config.broker_name)
+
+    def _topics_changed(self) -> None:
+        if self.registration is not None:
+            self.registration.trigger()
+
+    def _connection_closed(self, connection: Connection) -> None:
+        self.consumers.connection_closed(connection)
+        self.producers.connection_closed(connection)
+
+    def _scan_channels(self) -> None:
+        self.consumers.scan_expired()
+        self.producers.scan_expired()
+
+    def _notify_consumer_ids_changed(self, group: ConsumerGroupInfo) -> None:
+        for connection in list(group.channels):
+            request = RemotingCommand.request(
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ConsumerGroupRequestHeader(group.group_name), oneway=True
+            )
+            try:
+                connection.invoke_oneway(request)
+            except RocketMQError as exc:
+                log.debug("could not notify %s of group %s: %s", connection.remote_address, group.group_name, exc)

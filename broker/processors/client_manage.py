@@ -1,0 +1,65 @@
+"""HEART_BEAT (34) and UNREGISTER_CLIENT (35): which clients run which groups, on which connection."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from broker.client_channel import ClientChannelInfo
+from rocketspark.remoting.body.heartbeat import HeartbeatData, MessageModel
+from rocketspark.remoting.codes import RequestCode
+from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.connection import Connection
+from rocketspark.remoting.headers.client import UnregisterClientRequestHeader
+from rocketspark.remoting.processor import ProcessorTable
+
+if TYPE_CHECKING:
+    from broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+
+class ClientManageProcessor:
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    def register(self, table: ProcessorTable) -> None:
+        table.register(RequestCode.HEART_BEAT, self.heartbeat)
+        table.register(RequestCode.UNREGISTER_CLIENT, self.unregister)
+
+    def heartbeat(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        data = HeartbeatData.from_json(request.body)
+        controller = self.controller
+        channel = ClientChannelInfo(
+            connection, data.client_id, request.language, request.version, int(time.time() * 1000)
+        )
+        for consumer in data.consumer_data_set:
+            group_config = controller.subscription_groups.find(consumer.group_name)
+            notify = True
+            if group_config is not None:
+                notify = group_config.notify_consumer_ids_changed_enable
+                if consumer.message_model is MessageModel.CLUSTERING:
+                    controller.topics.create_retry_topic(consumer.group_name, group_config.retry_queue_nums)
+            controller.consumers.register(
+                consumer.group_name,
+                channel,
+                consume_type=consumer.consume_type,
+                message_model=consumer.message_model,
+                consume_from_where=consumer.consume_from_where,
+                subscriptions=consumer.subscription_data_set,
+                notify=notify,
+            )
+        for producer in data.producer_data_set:
+            controller.producers.register(producer.group_name, channel)
+        return request.response()
+
+    def unregister(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = request.decode_header(UnregisterClientRequestHeader)
+        if header.producer_group:
+            self.controller.producers.unregister(header.producer_group, connection)
+        if header.consumer_group:
+            group_config = self.controller.subscription_groups.table.get(header.consumer_group)
+            notify = group_config.notify_consumer_ids_changed_enable if group_config else True
+            self.controller.consumers.unregister(header.consumer_group, connection, notify)
+        return request.response()

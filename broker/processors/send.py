@@ -1,0 +1,136 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) in the standard encodings."""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import TYPE_CHECKING
+
+from broker.store.appender import StandardMessage
+from broker.store.results import PutResult, PutStatus
+from rocketspark.errors import ValidationError
+from rocketspark.message import properties as props
+from rocketspark.message import sysflag
+from rocketspark.message.batch import BatchDecodeError, decode_batch_body
+from rocketspark.message.ids import offset_msg_id
+from rocketspark.message.validation import validate_body, validate_send_topic
+from rocketspark.remoting.body.topic import Perm, TopicConfig
+from rocketspark.remoting.codes import RequestCode, ResponseCode
+from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.connection import Connection
+from rocketspark.remoting.headers.send import SendMessageRequestHeader, SendMessageResponseHeader, decode_send_header
+from rocketspark.remoting.processor import ProcessorTable
+
+if TYPE_CHECKING:
+    from broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+
+def resolve_send_queue(
+    controller: BrokerController, header: SendMessageRequestHeader, connection: Connection
+) -> tuple[TopicConfig, int]:
+    """Check a send's topic (creating it from TBW102 when allowed) and pick its queue.
+
+    Raises ValidationError carrying the response code RocketMQ answers.
+    """
+    validate_send_topic(header.topic)
+    topic_config = controller.topics.create_in_send(header.topic, header.default_topic, header.default_topic_queue_nums)
+    if not topic_config.perm & Perm.WRITE:
+        raise ValidationError(
+            f"the topic {header.topic} is not writable on broker {controller.config.broker_name}",
+            code=ResponseCode.NO_PERMISSION,
+        )
+    queue_id = header.queue_id
+    if queue_id < 0:
+        queue_id = random.randrange(topic_config.write_queue_nums)
+    if queue_id >= topic_config.write_queue_nums:
+        raise ValidationError(
+            f"request queueId[{queue_id}] is illegal: topic {header.topic} has {topic_config.write_queue_nums} "
+            f"write queues (producer {connection.remote_address})",
+            code=ResponseCode.SYSTEM_ERROR,
+        )
+    return topic_config, queue_id
+
+
+def check_message(controller: BrokerController, body: bytes, properties: dict[str, str], sys_flag: int) -> None:
+    validate_body(body, controller.store_config.max_message_size)
+    if int(properties.get(props.DELAY_TIME_LEVEL, "0") or 0) > 0 or props.TIMER_DELIVER_MS in properties:
+        raise ValidationError(
+            "delayed messages are not supported by this broker yet (the DELAY property); send without a delay level",
+            code=ResponseCode.MESSAGE_ILLEGAL,
+        )
+    if sysflag.transaction_type(sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE:
+        raise ValidationError(
+            f"broker {controller.config.broker_name} does not accept transactional (prepared) messages",
+            code=ResponseCode.NO_PERMISSION,
+        )
+
+
+def send_response(controller: BrokerController, request: RemotingCommand, result: PutResult) -> RemotingCommand:
+    msg_ids = ",".join(offset_msg_id(controller.address, o) for o in result.commit_log_offsets)
+    code = ResponseCode.SUCCESS if result.status is PutStatus.PUT_OK else ResponseCode.FLUSH_DISK_TIMEOUT
+    response = request.response(
+        code, header=SendMessageResponseHeader(msg_ids, result.queue_id, result.first_queue_offset)
+    )
+    # Java clients read these two without a null check
+    response.ext_fields[props.MSG_REGION] = controller.config.region_id
+    response.ext_fields[props.TRACE_SWITCH] = "true" if controller.config.trace_on else "false"
+    return response
+
+
+class SendMessageProcessor:
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    def register(self, table: ProcessorTable) -> None:
+        table.register(
+            (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE), self.process
+        )
+
+    async def process(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = decode_send_header(request)
+        _, queue_id = resolve_send_queue(self.controller, header, connection)
+        messages = self._messages(header, request, connection.remote_address)
+        wait = all(m.wait_store_ok for m in messages)
+        result = await self.controller.store.put_messages(header.topic, queue_id, messages, wait_flush=wait)
+        stats = self.controller.stats
+        stats.standard_send_requests += 1
+        stats.standard_send_messages += len(messages)
+        return send_response(self.controller, request, result)
+
+    def _messages(
+        self, header: SendMessageRequestHeader, request: RemotingCommand, born_host: str
+    ) -> list[StandardMessage]:
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+            try:
+                entries = decode_batch_body(request.body)
+            except BatchDecodeError as exc:
+                raise ValidationError(f"malformed batch body: {exc}", code=ResponseCode.MESSAGE_ILLEGAL) from None
+            if not entries:
+                raise ValidationError("the batch holds no message", code=ResponseCode.MESSAGE_ILLEGAL)
+            raw = [(e.flag, e.body, e.properties) for e in entries]
+        else:
+            raw = [(header.flag, request.body, header.properties or "")]
+        messages = []
+        for flag, body, encoded in raw:
+            properties = props.decode_properties(encoded)
+            check_message(self.controller, body, properties, header.sys_flag)
+            if len(encoded.encode()) > props.MAX_PROPERTIES_LENGTH:
+                raise ValidationError(
+                    f"message properties take {len(encoded.encode()):,} bytes; at most {props.MAX_PROPERTIES_LENGTH:,}",
+                    code=ResponseCode.MESSAGE_ILLEGAL,
+                )
+            messages.append(
+                StandardMessage(
+                    body=body,
+                    properties=encoded,
+                    flag=flag,
+                    sys_flag=header.sys_flag,
+                    born_timestamp=header.born_timestamp,
+                    born_host=born_host,
+                    reconsume_times=header.reconsume_times or 0,
+                    wait_store_ok=properties.get(props.WAIT_STORE_MSG_OK, "true") != "false",
+                )
+            )
+        return messages

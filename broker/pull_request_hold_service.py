@@ -1,0 +1,59 @@
+"""Long polling: pulls that find nothing wait here until a matching message arrives or time runs out.
+
+Held pulls are keyed by `topic@queueId`, as in RocketMQ's PullRequestHoldService. The store calls
+:meth:`notify` for every batch it makes visible; a held pull wakes when the queue grew past its
+offset with at least one message its tag filter accepts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(eq=False, slots=True)
+class HeldPull:
+    offset: int
+    tag_codes: np.ndarray | None  # None: every message matches
+    woken: asyncio.Future[None]
+
+
+class PullRequestHoldService:
+    def __init__(self) -> None:
+        self._held: dict[tuple[str, int], list[HeldPull]] = {}
+
+    @property
+    def held_count(self) -> int:
+        return sum(len(v) for v in self._held.values())
+
+    async def hold(
+        self, topic: str, queue_id: int, offset: int, tag_codes: frozenset[int] | None, timeout_s: float
+    ) -> bool:
+        """Wait up to `timeout_s`; True when woken by a matching arrival, False at the deadline."""
+        codes = np.fromiter(tag_codes, np.int64) if tag_codes is not None else None
+        held = HeldPull(offset, codes, asyncio.get_running_loop().create_future())
+        key = (topic, queue_id)
+        self._held.setdefault(key, []).append(held)
+        try:
+            await asyncio.wait_for(held.woken, timeout_s)
+        except TimeoutError:
+            return False
+        else:
+            return True
+        finally:
+            waiting = self._held.get(key)
+            if waiting is not None:
+                with contextlib.suppress(ValueError):
+                    waiting.remove(held)
+                if not waiting:
+                    del self._held[key]
+
+    def notify(self, topic: str, queue_id: int, max_offset: int, tag_codes: np.ndarray) -> None:
+        for held in self._held.get((topic, queue_id), ()):
+            if held.woken.done() or max_offset <= held.offset:
+                continue
+            if held.tag_codes is None or np.isin(tag_codes, held.tag_codes).any():
+                held.woken.set_result(None)

@@ -1,0 +1,103 @@
+"""`python -m broker`: run a broker until SIGTERM or SIGINT.
+
+Settings come from `-c broker.conf` (Apache RocketMQ's key names), then from the flags, then from
+`--set key=value` (any broker.conf key, e.g. to shorten timers in tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from broker.config import BrokerConfig
+from broker.controller import BrokerController
+from broker.store.config import StoreConfig
+from rocketspark.errors import ConfigError
+from rocketspark.logs import LOG_LEVELS, configure_logging
+from rocketspark.settings import build, read_properties
+
+log = logging.getLogger(__name__)
+
+FLAG_KEYS = {
+    "namesrv": "namesrvAddr",
+    "broker_name": "brokerName",
+    "cluster": "brokerClusterName",
+    "broker_id": "brokerId",
+    "host": "brokerIP1",
+    "port": "listenPort",
+    "data_dir": "storePathRootDir",
+}
+FLUSH_TYPES = {"sync": "SYNC_FLUSH", "async": "ASYNC_FLUSH"}
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[BrokerConfig, StoreConfig, str]:
+    parser = argparse.ArgumentParser(prog="python -m broker", description="Run a RocketMQ broker.")
+    parser.add_argument("-c", "--config", type=Path, help="broker.conf with Apache RocketMQ's key names")
+    parser.add_argument("--namesrv", help="name servers, host:port[;host:port] (default: NAMESRV_ADDR)")
+    parser.add_argument("--broker-name", help="brokerName (default: broker-a)")
+    parser.add_argument("--cluster", help="brokerClusterName (default: DefaultCluster)")
+    parser.add_argument("--broker-id", help="brokerId; only 0 (master) is supported")
+    parser.add_argument("--host", help="brokerIP1: address to listen on and publish (default: 127.0.0.1)")
+    parser.add_argument("--port", help="listenPort; 0 picks a free one (default: 10911)")
+    parser.add_argument("--data-dir", help="storePathRootDir (default: ~/rocketspark/store)")
+    parser.add_argument("--flush", choices=sorted(FLUSH_TYPES), help="flushDiskType: sync or async (default: async)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any broker.conf setting")
+    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS)
+    args = parser.parse_args(argv)
+    values: dict[str, str] = {}
+    source = "the command line"
+    try:
+        if args.config:
+            values.update(read_properties(args.config))
+            source = f"{args.config} and the command line"
+        for flag, key in FLAG_KEYS.items():
+            if getattr(args, flag) is not None:
+                values[key] = str(getattr(args, flag))
+        if args.flush:
+            values["flushDiskType"] = FLUSH_TYPES[args.flush]
+        for item in args.set:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+            values[key.strip()] = value.strip()
+        broker_config, store_config = build((BrokerConfig, StoreConfig), values, source)
+    except ConfigError as exc:
+        parser.error(str(exc))
+    return broker_config, store_config, args.log_level
+
+
+async def serve(config: BrokerConfig, store_config: StoreConfig) -> None:
+    controller = BrokerController(config, store_config)
+    await controller.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(
+        f"The broker[{config.broker_name}, {controller.address}] boot success. listening on {controller.address}",
+        flush=True,
+    )
+    try:
+        await stop.wait()
+        log.info("shutdown requested")
+    finally:
+        await controller.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    config, store_config, level = parse_args(argv)
+    configure_logging(level)
+    try:
+        asyncio.run(serve(config, store_config))
+    except OSError as exc:
+        log.error("broker failed to start: %s", exc)  # noqa: TRY400
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

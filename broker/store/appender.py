@@ -1,0 +1,271 @@
+"""Group commit: the one writer of the commit log.
+
+Sends wait in a queue. The writer takes everything waiting (up to the configured batch limits),
+assigns queue offsets and commit log offsets, builds ONE stored record batch from all of it, writes
+it (and, under SYNC_FLUSH, fsyncs it) in the store's I/O thread, makes it visible to pulls, and
+only then answers every send of the round. While one round is on disk the next one gathers, so
+concurrent senders share a record batch and an fsync, and a lone sender pays no batching delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from broker.store import record
+from broker.store.commitlog import CommitLog, Placement
+from broker.store.config import FlushDiskType, StoreConfig
+from broker.store.results import PutResult, PutStatus
+from rocketspark.message.convert import stored_batch_from_producer, stored_batch_from_rows
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class StandardMessage:
+    """One message of a standard send, as its request carried it."""
+
+    body: bytes
+    properties: str  # RocketMQ's encoded form, system properties included
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = ""
+    reconsume_times: int = 0
+    wait_store_ok: bool = True
+
+
+@dataclass(eq=False)
+class AppendRequest:
+    """Messages for one queue: standard messages (one or a batch), or one producer Arrow batch."""
+
+    topic: str
+    queue_id: int
+    future: asyncio.Future[PutResult]
+    messages: list[StandardMessage] | None = None
+    arrow: pa.RecordBatch | None = None  # PRODUCER_SCHEMA
+    born_timestamp: int = 0  # for Arrow batches: the send's born time and host apply to every row
+    born_host: str = ""
+    wait_flush: bool = True
+    first_queue_offset: int = field(default=0, init=False)
+    first_commit_log_offset: int = field(default=0, init=False)
+
+    @property
+    def count(self) -> int:
+        if self.messages is not None:
+            return len(self.messages)
+        assert self.arrow is not None
+        return int(self.arrow.num_rows)
+
+    @property
+    def body_bytes(self) -> int:
+        if self.messages is not None:
+            return sum(len(m.body) for m in self.messages)
+        assert self.arrow is not None
+        return int(self.arrow.column("body").nbytes or 0)
+
+
+@dataclass(slots=True)
+class Round:
+    placement: Placement
+    requests: list[AppendRequest]
+    store_timestamp: int
+    sync: bool
+
+
+class CommitLogAppender:
+    def __init__(
+        self,
+        commit_log: CommitLog,
+        *,
+        config: StoreConfig,
+        store_host: str,
+        io_executor: Executor,
+        next_queue_offset: Callable[[str, int], int],
+        on_stored: Callable[[Placement, int, pa.RecordBatch], None],
+        on_synced: Callable[[int], None],
+    ) -> None:
+        self._commit_log = commit_log
+        self._config = config
+        self.store_host = store_host
+        self._executor = io_executor
+        self._next_queue_offset = next_queue_offset
+        self._on_stored = on_stored
+        self._on_synced = on_synced
+        self._pending: deque[AppendRequest] = deque()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.rounds = 0
+        self.fsyncs = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="commit-log-appender")
+
+    async def stop(self) -> None:
+        """Finish every accepted request, then stop."""
+        task = self._task
+        if task is None:
+            return
+        self._stopping = True
+        self._wakeup.set()
+        await task
+        self._task = None
+
+    def submit(self, request: AppendRequest) -> None:
+        if self._task is None or self._stopping:
+            raise RuntimeError("the message store is not running")
+        self._pending.append(request)
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        while True:
+            while self._pending:
+                requests = self._take_round()
+                try:
+                    await self._commit(requests)
+                except Exception as exc:
+                    log.exception("writing %d messages to the commit log failed", sum(r.count for r in requests))
+                    self._fail(requests, exc)
+            if self._stopping:
+                return
+            await self._wakeup.wait()
+            self._wakeup.clear()
+
+    def _take_round(self) -> list[AppendRequest]:
+        requests: list[AppendRequest] = []
+        messages = body_bytes = 0
+        while self._pending:
+            request = self._pending[0]
+            if requests and (
+                messages + request.count > self._config.max_group_commit_messages
+                or body_bytes + request.body_bytes > self._config.max_group_commit_bytes
+            ):
+                break
+            requests.append(self._pending.popleft())
+            messages += request.count
+            body_bytes += request.body_bytes
+        return requests
+
+    async def _commit(self, requests: list[AppendRequest]) -> None:
+        placement = self._commit_log.reserve()
+        next_offsets: dict[tuple[str, int], int] = {}
+        row = 0
+        for request in requests:
+            key = (request.topic, request.queue_id)
+            first = next_offsets.get(key)
+            if first is None:
+                first = self._next_queue_offset(*key)
+            request.first_queue_offset = first
+            next_offsets[key] = first + request.count
+            request.first_commit_log_offset = placement.position + row
+            row += request.count
+        sync = self._config.flush_disk_type is FlushDiskType.SYNC_FLUSH and any(r.wait_flush for r in requests)
+        current = Round(placement, requests, int(time.time() * 1000), sync)
+        loop = asyncio.get_running_loop()
+        write = loop.run_in_executor(self._executor, self._build_and_write, current)
+        status = PutStatus.PUT_OK
+        try:
+            if sync:
+                batch, length = await asyncio.wait_for(asyncio.shield(write), self._config.sync_flush_timeout / 1000)
+            else:
+                batch, length = await write
+        except TimeoutError:
+            log.warning("fsync took longer than syncFlushTimeout=%d ms", self._config.sync_flush_timeout)
+            status = PutStatus.FLUSH_DISK_TIMEOUT
+            batch, length = await write
+        self.rounds += 1
+        if sync:
+            self.fsyncs += 1
+            self._on_synced(placement.position + length)
+        self._on_stored(placement, length, batch)
+        for request in requests:
+            if not request.future.done():
+                request.future.set_result(
+                    PutResult(
+                        status,
+                        request.queue_id,
+                        request.first_queue_offset,
+                        request.count,
+                        request.first_commit_log_offset,
+                    )
+                )
+
+    def _build_and_write(self, current: Round) -> tuple[pa.RecordBatch, int]:
+        """Build the round's stored batch and write it (I/O thread)."""
+        batch = self._build(current)
+        header, payload = record.encode(batch)
+        CommitLog.write(current.placement, header, payload)
+        if current.sync:
+            os.fsync(current.placement.segment.fd)
+        return batch, len(header) + payload.size
+
+    def _build(self, current: Round) -> pa.RecordBatch:
+        pieces: list[pa.RecordBatch] = []
+        run: list[AppendRequest] = []
+        for request in current.requests:
+            if request.messages is not None:
+                run.append(request)
+                continue
+            if run:
+                pieces.append(self._standard_piece(run, current.store_timestamp))
+                run = []
+            assert request.arrow is not None
+            pieces.append(
+                stored_batch_from_producer(
+                    request.arrow,
+                    topic=request.topic,
+                    queue_id=request.queue_id,
+                    first_queue_offset=request.first_queue_offset,
+                    first_commit_log_offset=request.first_commit_log_offset,
+                    born_timestamp=request.born_timestamp,
+                    born_host=request.born_host,
+                    store_timestamp=current.store_timestamp,
+                    store_host=self.store_host,
+                )
+            )
+        if run:
+            pieces.append(self._standard_piece(run, current.store_timestamp))
+        return pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
+
+    def _standard_piece(self, requests: list[AppendRequest], store_timestamp: int) -> pa.RecordBatch:
+        """One batch for a run of standard sends: every message of every request, in order."""
+        topics: list[str] = []
+        queue_ids: list[int] = []
+        queue_offsets: list[int] = []
+        messages: list[StandardMessage] = []
+        for request in requests:
+            assert request.messages is not None
+            n = len(request.messages)
+            topics.extend([request.topic] * n)
+            queue_ids.extend([request.queue_id] * n)
+            queue_offsets.extend(range(request.first_queue_offset, request.first_queue_offset + n))
+            messages.extend(request.messages)
+        return stored_batch_from_rows(
+            topics=topics,
+            queue_ids=queue_ids,
+            queue_offsets=queue_offsets,
+            first_commit_log_offset=requests[0].first_commit_log_offset,
+            store_timestamp=store_timestamp,
+            store_host=self.store_host,
+            bodies=[m.body for m in messages],
+            properties=[m.properties for m in messages],
+            flags=[m.flag for m in messages],
+            sys_flags=[m.sys_flag for m in messages],
+            born_timestamps=[m.born_timestamp for m in messages],
+            born_hosts=[m.born_host for m in messages],
+            reconsume_times=[m.reconsume_times for m in messages],
+        )
+
+    def _fail(self, requests: list[AppendRequest], exc: BaseException) -> None:
+        for request in requests:
+            if not request.future.done():
+                request.future.set_exception(exc)

@@ -1,0 +1,262 @@
+"""The commit log: stored batches appended to segment files named by their start offset.
+
+Offsets are byte positions in one logical log; segment files hold consecutive ranges of it and
+are named by their first offset (20 digits, as RocketMQ names its files). A segment is closed once
+it reaches the configured size, so a record never spans two files. Blocking file work (`write`,
+`flush`) is meant for the store's I/O thread; bookkeeping (`reserve`, `register`, lookups) for the
+event loop. The two never touch the same state: writes use positional I/O on file descriptors.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from broker.store import record
+from broker.store.growable import GrowableArray
+
+log = logging.getLogger(__name__)
+
+
+def segment_name(start: int) -> str:
+    return f"{start:020d}"
+
+
+@dataclass(eq=False)
+class Segment:
+    start: int
+    path: Path
+    fd: int
+    size: int = 0  # bytes of valid records
+    positions: GrowableArray = field(default_factory=lambda: GrowableArray(np.int64))
+    rows: GrowableArray = field(default_factory=lambda: GrowableArray(np.int32))
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where the next record goes: its offset and the segment that will hold it."""
+
+    position: int
+    segment: Segment
+
+
+class CommitLog:
+    def __init__(self, directory: Path, segment_size: int, cache_bytes: int) -> None:
+        self.directory = directory
+        self.segment_size = segment_size
+        self.segments: list[Segment] = []
+        self._starts: list[int] = []
+        self._cache: OrderedDict[int, pa.RecordBatch] = OrderedDict()
+        self._cache_bytes = 0
+        self._cache_limit = cache_bytes
+        self._unflushed: set[Segment] = set()
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.segments[0].start if self.segments else 0
+
+    @property
+    def max_offset(self) -> int:
+        return self.segments[-1].end if self.segments else 0
+
+    # -- recovery ------------------------------------------------------------------------------
+
+    def recover(self, verify_from: int) -> int:
+        """Open the segments, rebuild the batch index and cut off a torn tail.
+
+        Checksums are verified for records at or after `verify_from` (what may not have reached
+        the disk before a crash); earlier ones were flushed and are trusted. Returns the end of
+        the valid log.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        paths = sorted(p for p in self.directory.iterdir() if p.name.isdigit())
+        for index, path in enumerate(paths):
+            segment = self._open(int(path.name), path)
+            valid = self._scan(segment, verify_from)
+            file_size = os.fstat(segment.fd).st_size
+            if valid < file_size:
+                log.warning(
+                    "commit log %s: %d bytes after offset %d are not a complete record; truncating",
+                    path.name,
+                    file_size - valid,
+                    segment.start + valid,
+                )
+                os.ftruncate(segment.fd, valid)
+                os.fsync(segment.fd)
+                self._add_segment(segment)
+                for later in paths[index + 1 :]:
+                    log.error("commit log segment %s follows a torn record; deleting it", later.name)
+                    later.unlink()
+                break
+            self._add_segment(segment)
+        return self.max_offset
+
+    def _open(self, start: int, path: Path) -> Segment:
+        return Segment(start, path, os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+
+    def _add_segment(self, segment: Segment) -> None:
+        self.segments.append(segment)
+        self._starts.append(segment.start)
+
+    def _scan(self, segment: Segment, verify_from: int) -> int:
+        position = 0
+        file_size = os.fstat(segment.fd).st_size
+        while position + record.HEADER_SIZE <= file_size:
+            header = record.parse_header(os.pread(segment.fd, record.HEADER_SIZE, position))
+            if header is None or position + header.total_length > file_size:
+                break
+            if segment.start + position >= verify_from:
+                payload = os.pread(segment.fd, header.payload_length, position + record.HEADER_SIZE)
+                if not record.checksum_matches(header, payload):
+                    break
+            segment.positions.append(np.array([segment.start + position], dtype=np.int64))
+            segment.rows.append(np.array([header.rows], dtype=np.int32))
+            position += header.total_length
+        segment.size = position
+        return position
+
+    # -- appending -----------------------------------------------------------------------------
+
+    def reserve(self) -> Placement:
+        """The position of the next record, rolling to a new segment when the current one is full."""
+        if not self.segments or self.segments[-1].size >= self.segment_size:
+            start = self.max_offset
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._add_segment(self._open(start, self.directory / segment_name(start)))
+            log.info("commit log segment %s created", segment_name(start))
+        segment = self.segments[-1]
+        return Placement(segment.end, segment)
+
+    @staticmethod
+    def write(placement: Placement, header: bytes, payload: pa.Buffer) -> None:
+        """Write one record at its placement (I/O thread)."""
+        offset = placement.position - placement.segment.start
+        os.pwritev(placement.segment.fd, [header, memoryview(payload)], offset)
+
+    def register(self, placement: Placement, length: int, batch: pa.RecordBatch) -> None:
+        """Make a written record visible to reads (event loop)."""
+        segment = placement.segment
+        segment.positions.append(np.array([placement.position], dtype=np.int64))
+        segment.rows.append(np.array([batch.num_rows], dtype=np.int32))
+        segment.size = placement.position + length - segment.start
+        self._unflushed.add(segment)
+        self.cache_put(placement.position, batch)
+
+    def unflushed_fds(self) -> list[int]:
+        """File descriptors written since the last call; fsync them to make the writes durable."""
+        fds = [s.fd for s in self._unflushed]
+        self._unflushed.clear()
+        return fds
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def segment_for(self, offset: int) -> Segment | None:
+        index = bisect.bisect_right(self._starts, offset) - 1
+        if index < 0:
+            return None
+        segment = self.segments[index]
+        return segment if offset < segment.end else None
+
+    def cached(self, position: int) -> pa.RecordBatch | None:
+        batch = self._cache.get(position)
+        if batch is not None:
+            self._cache.move_to_end(position)
+        return batch
+
+    def read(self, position: int) -> pa.RecordBatch:
+        """The batch stored at `position`, from the cache or (blocking) from disk."""
+        batch = self.cached(position)
+        if batch is None:
+            batch = self.load(position)
+            self.cache_put(position, batch)
+        return batch
+
+    def load(self, position: int) -> pa.RecordBatch:
+        """Read the batch at `position` from disk; touches no shared state, so any thread may call it."""
+        segment = self.segment_for(position)
+        if segment is None:
+            raise LookupError(f"commit log offset {position} is outside {self.min_offset}..{self.max_offset}")
+        local = position - segment.start
+        header = record.parse_header(os.pread(segment.fd, record.HEADER_SIZE, local))
+        if header is None:
+            raise LookupError(f"no stored batch starts at commit log offset {position}")
+        return record.decode_payload(os.pread(segment.fd, header.payload_length, local + record.HEADER_SIZE))
+
+    def locate(self, commit_log_offset: int) -> tuple[int, int] | None:
+        """(position of the batch, row) holding the message at `commit_log_offset`."""
+        segment = self.segment_for(commit_log_offset)
+        if segment is None:
+            return None
+        positions = segment.positions.view()
+        index = int(np.searchsorted(positions, commit_log_offset, side="right")) - 1
+        if index < 0:
+            return None
+        row = commit_log_offset - int(positions[index])
+        if row >= int(segment.rows.view()[index]):
+            return None
+        return int(positions[index]), row
+
+    def batches_between(self, start: int, end: int) -> list[int]:
+        """Positions of the records in [start, end), in log order."""
+        result: list[int] = []
+        for segment in self.segments:
+            if segment.end <= start or segment.start >= end:
+                continue
+            positions = segment.positions.view()
+            lo, hi = np.searchsorted(positions, [start, end])
+            result.extend(int(p) for p in positions[lo:hi])
+        return result
+
+    def cache_put(self, position: int, batch: pa.RecordBatch) -> None:
+        if position in self._cache:
+            return
+        self._cache[position] = batch
+        self._cache_bytes += batch.nbytes
+        while self._cache_bytes > self._cache_limit and len(self._cache) > 1:
+            _, evicted = self._cache.popitem(last=False)
+            self._cache_bytes -= evicted.nbytes
+
+    # -- retention -----------------------------------------------------------------------------
+
+    def delete_expired(self, reserved_s: float, now: float | None = None) -> int:
+        """Delete closed segments untouched for `reserved_s` seconds; returns the new min offset."""
+        now = time.time() if now is None else now
+        while len(self.segments) > 1:
+            oldest = self.segments[0]
+            age = now - os.fstat(oldest.fd).st_mtime
+            if age < reserved_s:
+                break
+            log.info("commit log segment %s expired after %.0f s; deleting", oldest.path.name, age)
+            oldest.close()
+            oldest.path.unlink(missing_ok=True)
+            self.segments.pop(0)
+            self._starts.pop(0)
+            self._unflushed.discard(oldest)
+            for position in [p for p in self._cache if p < oldest.end]:
+                self._cache_bytes -= self._cache.pop(position).nbytes
+        return self.min_offset
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+        self.segments.clear()
+        self._starts.clear()
+        self._cache.clear()
+        self._cache_bytes = 0

@@ -1,0 +1,91 @@
+"""Settings of the message store; their camelCase names are Apache RocketMQ's broker.conf keys."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class FlushDiskType(enum.Enum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"  # acknowledged once handed to the OS, fsynced periodically
+    SYNC_FLUSH = "SYNC_FLUSH"  # acknowledged after fsync; concurrent senders share one fsync
+
+
+def default_store_dir() -> Path:
+    return Path.home() / "rocketspark" / "store"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    store_path_root_dir: Path = field(default_factory=default_store_dir)
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    # a commit log segment is closed once it reaches this size (RocketMQ: 1 GiB)
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    # consume queue file size as RocketMQ counts it (20 bytes an entry): 300,000 entries a file
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    max_message_size: int = 4 * 1024 * 1024
+    flush_interval_commit_log: int = 500  # ms, ASYNC_FLUSH
+    flush_interval_consume_queue: int = 1000  # ms
+    sync_flush_timeout: int = 5000  # ms before SYNC_FLUSH answers FLUSH_DISK_TIMEOUT
+    file_reserved_time: float = 72.0  # hours a segment is kept after its last write
+    delete_when: str = "04"  # hours of the day when expired segments are deleted ("*" for any hour)
+    clean_resource_interval: int = 10_000  # ms between retention checks
+    # largest stored batch a group commit builds, in body bytes and in messages
+    max_group_commit_bytes: int = 8 * 1024 * 1024
+    max_group_commit_messages: int = 65_536
+    # recently written batches kept in memory so tailing consumers never read the disk
+    batch_cache_bytes: int = 256 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in (
+            "mapped_file_size_commit_log",
+            "mapped_file_size_consume_queue",
+            "max_message_size",
+            "flush_interval_commit_log",
+            "flush_interval_consume_queue",
+            "sync_flush_timeout",
+            "clean_resource_interval",
+            "max_group_commit_bytes",
+            "max_group_commit_messages",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.file_reserved_time <= 0:
+            raise ValueError(f"fileReservedTime must be positive, got {self.file_reserved_time}")
+        self.delete_hours()  # validates
+
+    def delete_hours(self) -> frozenset[int] | None:
+        """Hours of the day at which expired segments are deleted; None means any hour."""
+        if self.delete_when.strip() == "*":
+            return None
+        hours = set()
+        for part in self.delete_when.split(";"):
+            if not part.strip().isdigit() or not 0 <= int(part) <= 23:
+                raise ValueError(f"deleteWhen must be hours 00..23 separated by ';' or '*', got {self.delete_when!r}")
+            hours.add(int(part))
+        return frozenset(hours)
+
+    @property
+    def consume_queue_entries_per_file(self) -> int:
+        return max(1, self.mapped_file_size_consume_queue // 20)
+
+    @property
+    def commit_log_dir(self) -> Path:
+        return self.store_path_root_dir / "commitlog"
+
+    @property
+    def consume_queue_dir(self) -> Path:
+        return self.store_path_root_dir / "consumequeue"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.store_path_root_dir / "index"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.store_path_root_dir / "checkpoint"
+
+    @property
+    def abort_path(self) -> Path:
+        return self.store_path_root_dir / "abort"

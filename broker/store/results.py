@@ -1,0 +1,53 @@
+"""What the store hands back: put results and get-message results, with RocketMQ's status names."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+
+class PutStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # stored, but the fsync outlasted syncFlushTimeout
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    status: PutStatus
+    queue_id: int
+    first_queue_offset: int
+    count: int
+    first_commit_log_offset: int
+
+    @property
+    def commit_log_offsets(self) -> range:
+        return range(self.first_commit_log_offset, self.first_commit_log_offset + self.count)
+
+
+class GetStatus(enum.Enum):
+    """`GetMessageStatus` of Apache RocketMQ's store."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    batches: list[pa.RecordBatch] = field(default_factory=list)  # STORED_SCHEMA pieces, in offset order
+
+    @property
+    def message_count(self) -> int:
+        return sum(b.num_rows for b in self.batches)

@@ -1,0 +1,113 @@
+"""RocketMQ's rules for topic and group names and message bodies, with specific errors.
+
+The same checks run in clients (before anything is sent) and in the broker (whose answer carries
+the error's response code).
+"""
+
+from __future__ import annotations
+
+import re
+
+from rocketspark.errors import ValidationError
+from rocketspark.remoting.codes import ResponseCode
+
+NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_LENGTH = 127
+GROUP_MAX_LENGTH = 255
+
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+
+#: topics clients may not send to (Java's `TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`)
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC_KEY, "RMQ_SYS_TRACE_TOPIC", "BenchmarkTest"}
+
+RESERVED_GROUPS = frozenset(
+    {
+        "DEFAULT_PRODUCER",
+        "DEFAULT_CONSUMER",
+        "CLIENT_INNER_PRODUCER",
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "__MONITOR_CONSUMER",
+        "SELF_TEST_P_GROUP",
+        "SELF_TEST_C_GROUP",
+        "CID_ONSAPI_PERMISSION_GROUP",
+        "CID_ONSAPI_OWNER_GROUP",
+        "CID_ONSAPI_PULL_GROUP",
+        "CID_RMQ_SYS_TRANS",
+    }
+)
+
+
+def _check_name(kind: str, name: str, max_length: int) -> None:
+    if not name or not name.strip():
+        raise ValidationError(f"the {kind} name is empty", code=ResponseCode.INVALID_PARAMETER)
+    if len(name) > max_length:
+        raise ValidationError(
+            f"the {kind} name {name[:40]!r}... is {len(name)} characters long; at most {max_length} are allowed",
+            code=ResponseCode.INVALID_PARAMETER,
+        )
+    if not NAME_PATTERN.match(name):
+        raise ValidationError(
+            f"the {kind} name {name!r} contains characters other than letters, digits, %, |, _ and -",
+            code=ResponseCode.INVALID_PARAMETER,
+        )
+
+
+def validate_topic(topic: str) -> None:
+    _check_name("topic", topic, TOPIC_MAX_LENGTH)
+
+
+def validate_send_topic(topic: str) -> None:
+    validate_topic(topic)
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        raise ValidationError(f"sending to the system topic {topic} is not allowed", code=ResponseCode.NO_PERMISSION)
+
+
+def is_system_topic(topic: str) -> bool:
+    """System, retry and dead-letter topics: never part of a user's topic pattern."""
+    return (
+        topic in SYSTEM_TOPICS
+        or topic.lower().startswith(SYSTEM_TOPIC_PREFIX)
+        or topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
+    )
+
+
+def validate_group(group: str) -> None:
+    _check_name("group", group, GROUP_MAX_LENGTH)
+
+
+def validate_client_group(group: str) -> None:
+    """Clients may not start under a group name RocketMQ reserves for itself."""
+    validate_group(group)
+    if group in RESERVED_GROUPS:
+        raise ValidationError(f"the group name {group} is reserved by RocketMQ; choose another", code=None)
+
+
+def validate_body(body: bytes, max_size: int) -> None:
+    if not body:
+        raise ValidationError("the message body is empty", code=ResponseCode.MESSAGE_ILLEGAL)
+    if len(body) > max_size:
+        raise ValidationError(
+            f"the message body is {len(body):,} bytes; the limit is {max_size:,} bytes (maxMessageSize)",
+            code=ResponseCode.MESSAGE_ILLEGAL,
+        )
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group

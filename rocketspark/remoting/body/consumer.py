@@ -1,0 +1,28 @@
+"""Bodies of consumer-group requests: member lists and orderly-consumption queue locks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rocketspark.message.queue import MessageQueue
+from rocketspark.remoting.body.jsonbody import JsonBody
+
+
+@dataclass(slots=True)
+class ConsumerListBody(JsonBody):
+    consumer_id_list: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class LockBatchRequestBody(JsonBody):
+    """LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42)."""
+
+    consumer_group: str
+    client_id: str
+    mq_set: list[MessageQueue] = field(default_factory=list)
+    only_this_broker: bool = False
+
+
+@dataclass(slots=True)
+class LockBatchResponseBody(JsonBody):
+    lock_ok_mq_set: list[MessageQueue] = field(default_factory=list)

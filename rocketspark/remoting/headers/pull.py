@@ -1,0 +1,52 @@
+"""Headers of PULL_MESSAGE (11); the Arrow pull uses the same headers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rocketspark.remoting.header import CommandHeader
+
+# PullSysFlag bits
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+FLAG_CLASS_FILTER = 0x8
+FLAG_LITE_PULL = 0x10
+
+
+@dataclass(slots=True)
+class PullMessageRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    sub_version: int
+    subscription: str | None = None
+    expression_type: str | None = None
+    max_msg_bytes: int | None = None
+
+    @property
+    def suspend(self) -> bool:
+        return bool(self.sys_flag & FLAG_SUSPEND)
+
+    @property
+    def commits_offset(self) -> bool:
+        return bool(self.sys_flag & FLAG_COMMIT_OFFSET)
+
+    @property
+    def has_subscription(self) -> bool:
+        return bool(self.sys_flag & FLAG_SUBSCRIPTION)
+
+
+@dataclass(slots=True)
+class PullMessageResponseHeader(CommandHeader):
+    """All four fields are sent with every status: clients read them unconditionally."""
+
+    suggest_which_broker_id: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
