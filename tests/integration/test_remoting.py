@@ -24,6 +24,7 @@ from rocketspark.remoting.errors import (
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.server import RemotingServer
 from rocketspark.remoting.sync import SyncRemotingClient
+from tests.waiting import eventually
 
 ECHO = 1000
 SLOW = 1001
@@ -207,11 +208,8 @@ async def test_server_sends_requests_to_its_client(server: RemotingServer, recor
         answer = await server_side.invoke(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED), 5)
         assert answer.body == b"client answer"
         server_side.invoke_oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED))
-        for _ in range(50):
-            if len(notified) == 2:
-                break
-            await asyncio.sleep(0.02)
-        assert len(notified) == 2 and notified[1].is_oneway
+        await eventually(lambda: len(notified) == 2, what="the oneway request")
+        assert notified[1].is_oneway
     finally:
         await client.close()
 

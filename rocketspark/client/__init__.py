@@ -1,0 +1,1 @@
+"""The RocketMQ client: ClientInstance, Producer, LitePullConsumer, allocation, offset stores."""

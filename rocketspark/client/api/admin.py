@@ -1,0 +1,107 @@
+"""Administration RPCs: topics, statistics, runtime figures, message lookup."""
+
+from __future__ import annotations
+
+from rocketspark.client.api.common import call
+from rocketspark.remoting.body.kv import KVTable
+from rocketspark.remoting.body.stats import ConsumeStats, TopicStatsTable
+from rocketspark.remoting.body.topic import TopicConfig, TopicConfigSerializeWrapper
+from rocketspark.remoting.client import RemotingClient
+from rocketspark.remoting.codes import RequestCode
+from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.headers.admin import (
+    CreateTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    QueryMessageRequestHeader,
+    TopicRequestHeader,
+    ViewMessageRequestHeader,
+)
+from rocketspark.remoting.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
+
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+
+
+async def create_topic(
+    client: RemotingClient, broker_addr: str, config: TopicConfig, timeout_s: float | None = None
+) -> None:
+    header = CreateTopicRequestHeader(
+        topic=config.topic_name,
+        default_topic="TBW102",
+        read_queue_nums=config.read_queue_nums,
+        write_queue_nums=config.write_queue_nums,
+        perm=config.perm,
+        topic_filter_type=config.topic_filter_type.name,
+        topic_sys_flag=config.topic_sys_flag,
+        order=config.order,
+    )
+    await call(client, broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header), timeout_s)
+
+
+async def delete_topic_in_broker(
+    client: RemotingClient, broker_addr: str, topic: str, timeout_s: float | None = None
+) -> None:
+    request = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, TopicRequestHeader(topic))
+    await call(client, broker_addr, request, timeout_s)
+
+
+async def delete_topic_in_namesrv(
+    client: RemotingClient, namesrv: str, topic: str, timeout_s: float | None = None
+) -> None:
+    request = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, DeleteTopicFromNamesrvRequestHeader(topic))
+    await call(client, namesrv, request, timeout_s)
+
+
+async def get_all_topic_config(
+    client: RemotingClient, broker_addr: str, timeout_s: float | None = None
+) -> TopicConfigSerializeWrapper:
+    response = await call(client, broker_addr, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG), timeout_s)
+    return TopicConfigSerializeWrapper.from_json(response.body)
+
+
+async def get_topic_stats(
+    client: RemotingClient, broker_addr: str, topic: str, timeout_s: float | None = None
+) -> TopicStatsTable:
+    request = RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, TopicRequestHeader(topic))
+    response = await call(client, broker_addr, request, timeout_s)
+    return TopicStatsTable.from_json(response.body)
+
+
+async def get_consume_stats(
+    client: RemotingClient, broker_addr: str, group: str, topic: str | None = None, timeout_s: float | None = None
+) -> ConsumeStats:
+    request = RemotingCommand.request(RequestCode.GET_CONSUME_STATS, GetConsumeStatsRequestHeader(group, topic))
+    response = await call(client, broker_addr, request, timeout_s)
+    return ConsumeStats.from_json(response.body)
+
+
+async def get_runtime_info(client: RemotingClient, broker_addr: str, timeout_s: float | None = None) -> dict[str, str]:
+    response = await call(client, broker_addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout_s)
+    return KVTable.from_json(response.body).table
+
+
+async def query_message(
+    client: RemotingClient,
+    broker_addr: str,
+    topic: str,
+    key: str,
+    *,
+    max_num: int = 32,
+    begin_ms: int = 0,
+    end_ms: int = 2**62,
+    unique_key: bool = False,
+    timeout_s: float | None = None,
+) -> bytes:
+    """Standard records of the messages of `topic` with `key` (QueryNotFoundError if none)."""
+    request = RemotingCommand.request(
+        RequestCode.QUERY_MESSAGE, QueryMessageRequestHeader(topic, key, max_num, begin_ms, end_ms)
+    )
+    if unique_key:
+        request.ext_fields[UNIQUE_KEY_QUERY] = "true"
+    return (await call(client, broker_addr, request, timeout_s)).body
+
+
+async def view_message(
+    client: RemotingClient, broker_addr: str, commit_log_offset: int, timeout_s: float | None = None
+) -> bytes:
+    request = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(commit_log_offset))
+    return (await call(client, broker_addr, request, timeout_s)).body

@@ -1,0 +1,132 @@
+"""Broker RPCs that store messages: standard sends (10/310/320) and the Arrow send."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from rocketspark.client.api.common import call
+from rocketspark.message.queue import MessageQueue
+from rocketspark.message.schema import PRODUCER_SCHEMA
+from rocketspark.remoting.client import RemotingClient
+from rocketspark.remoting.codes import RequestCode, ResponseCode
+from rocketspark.remoting.command import RemotingCommand, next_opaque
+from rocketspark.remoting.extension import ExtensionCode
+from rocketspark.remoting.headers.send import (
+    ArrowSendResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    encode_send_header,
+)
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+_STATUS = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """What a broker acknowledged. Messages of a batch have consecutive queue offsets."""
+
+    status: SendStatus
+    msg_id: str  # the producer's UNIQ_KEY (comma-joined for a batch; the first one for an Arrow batch)
+    offset_msg_id: str  # the broker's offset msgId(s)
+    message_queue: MessageQueue
+    queue_offset: int
+    count: int = 1
+
+
+def send_request(header: SendMessageRequestHeader, body: bytes, code: int, *, oneway: bool = False) -> RemotingCommand:
+    return RemotingCommand(
+        code=int(code),
+        opaque=next_opaque(),
+        flag=0x2 if oneway else 0,
+        ext_fields=encode_send_header(header, code),
+        body=body,
+    )
+
+
+async def send_message(
+    client: RemotingClient,
+    broker_addr: str,
+    broker_name: str,
+    header: SendMessageRequestHeader,
+    body: bytes,
+    *,
+    msg_id: str,
+    code: int = RequestCode.SEND_MESSAGE_V2,
+    count: int = 1,
+    timeout_s: float | None = None,
+) -> SendResult:
+    """One standard send (a single message, or a batch body with code SEND_BATCH_MESSAGE)."""
+    response = await call(client, broker_addr, send_request(header, body, code), timeout_s, accept=tuple(_STATUS))
+    answer = response.decode_header(SendMessageResponseHeader)
+    return SendResult(
+        _STATUS[ResponseCode(response.code)],
+        msg_id,
+        answer.msg_id,
+        MessageQueue(header.topic, broker_name, answer.queue_id),
+        answer.queue_offset,
+        count,
+    )
+
+
+async def send_oneway(
+    client: RemotingClient,
+    broker_addr: str,
+    header: SendMessageRequestHeader,
+    body: bytes,
+    timeout_s: float | None = None,
+) -> None:
+    await client.invoke_oneway(
+        broker_addr, send_request(header, body, RequestCode.SEND_MESSAGE_V2, oneway=True), timeout_s
+    )
+
+
+def arrow_stream(batch: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, PRODUCER_SCHEMA) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue())
+
+
+async def send_arrow(
+    client: RemotingClient,
+    broker_addr: str,
+    broker_name: str,
+    header: SendMessageRequestHeader,
+    batch: pa.RecordBatch,
+    *,
+    first_msg_id: str,
+    timeout_s: float | None = None,
+) -> SendResult:
+    """The Arrow send extension; RequestCodeNotSupportedError from brokers without it."""
+    request = RemotingCommand(
+        code=ExtensionCode.ARROW_SEND_MESSAGE,
+        opaque=next_opaque(),
+        ext_fields=header.to_ext_fields(),
+        body=arrow_stream(batch),
+    )
+    response = await call(client, broker_addr, request, timeout_s, accept=tuple(_STATUS))
+    answer = response.decode_header(ArrowSendResponseHeader)
+    return SendResult(
+        _STATUS[ResponseCode(response.code)],
+        first_msg_id,
+        "",
+        MessageQueue(header.topic, broker_name, answer.queue_id),
+        answer.queue_offset,
+        answer.count,
+    )
