@@ -1,0 +1,90 @@
+"""A name server and a broker in one process: the embedded default for laptops and notebooks.
+
+`python -m rocketspark.dev` (later also `rocketspark dev`). Both servers share one event loop;
+SIGTERM or SIGINT stops the broker (flush, persist, unregister) and then the name server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from broker.config import DEFAULT_PORT as BROKER_PORT
+from broker.config import BrokerConfig
+from broker.controller import BrokerController
+from broker.store.config import FlushDiskType, StoreConfig
+from namesrv.config import DEFAULT_PORT as NAMESRV_PORT
+from namesrv.config import NamesrvConfig
+from namesrv.controller import NamesrvController
+from rocketspark.logs import LOG_LEVELS, configure_logging
+
+log = logging.getLogger(__name__)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m rocketspark.dev", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1", help="address both servers listen on (default: %(default)s)")
+    parser.add_argument("--namesrv-port", type=int, default=NAMESRV_PORT, help="0 picks a free port")
+    parser.add_argument("--broker-port", type=int, default=BROKER_PORT, help="0 picks a free port")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path.home() / "rocketspark",
+        help="holds namesrv/ and store/ (default: %(default)s)",
+    )
+    parser.add_argument("--flush", choices=("sync", "async"), default="async", help="flushDiskType")
+    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS)
+    return parser.parse_args(argv)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    namesrv = NamesrvController(
+        NamesrvConfig(host=args.host, port=args.namesrv_port, data_dir=args.data_dir / "namesrv")
+    )
+    await namesrv.start()
+    broker = BrokerController(
+        BrokerConfig(namesrv_addr=namesrv.address, broker_ip1=args.host, listen_port=args.broker_port),
+        StoreConfig(
+            store_path_root_dir=args.data_dir / "store",
+            flush_disk_type=FlushDiskType.SYNC_FLUSH if args.flush == "sync" else FlushDiskType.ASYNC_FLUSH,
+        ),
+    )
+    try:
+        await broker.start()
+    except BaseException:
+        await namesrv.stop()
+        raise
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(f"The Name Server boot success. listening on {namesrv.address}", flush=True)
+    print(
+        f"The broker[{broker.config.broker_name}, {broker.address}] boot success. listening on {broker.address}",
+        flush=True,
+    )
+    print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await broker.stop()
+        await namesrv.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure_logging(args.log_level)
+    try:
+        asyncio.run(serve(args))
+    except OSError as exc:
+        log.error("could not start: %s", exc)  # noqa: TRY400
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
