@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S
 from rocketspark.remoting.schema import wire
+from rocketspark.settings import require_positive
 
 DEFAULT_PORT = 10911
 
@@ -62,20 +63,21 @@ class BrokerConfig:
             raise ValueError("this broker runs as a master only (brokerId=0, brokerRole ASYNC_MASTER or SYNC_MASTER)")
         if not self.broker_name or not self.broker_cluster_name:
             raise ValueError("brokerName and brokerClusterName must not be empty")
-        for name in (
+        require_positive(
+            self,
             "register_name_server_period",
             "register_broker_timeout_mills",
             "short_polling_time_mills",
             "max_transfer_count_on_message_in_memory",
             "max_transfer_bytes_on_message_in_memory",
+            "arrow_pull_max_messages",
+            "arrow_pull_max_bytes",
             "flush_consumer_offset_interval",
             "channel_expired_timeout",
             "client_channel_scan_interval",
             "rebalance_lock_max_live_time",
             "default_topic_queue_nums",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        )
 
     @property
     def broker_addr(self) -> str:

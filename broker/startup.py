@@ -7,9 +7,7 @@ Settings come from `-c broker.conf` (Apache RocketMQ's key names), then from the
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from broker.controller import BrokerController
 from broker.store.config import StoreConfig
 from rocketspark.errors import ConfigError
 from rocketspark.logs import LOG_LEVELS, configure_logging
+from rocketspark.serving import run_process, serve_until_signalled
 from rocketspark.settings import build, read_properties
 
 log = logging.getLogger(__name__)
@@ -70,33 +69,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[BrokerConfig, StoreConfig
     return broker_config, store_config, args.log_level
 
 
-async def serve(config: BrokerConfig, store_config: StoreConfig) -> None:
-    controller = BrokerController(config, store_config)
-    await controller.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    print(
-        f"The broker[{config.broker_name}, {controller.address}] boot success. listening on {controller.address}",
-        flush=True,
-    )
-    try:
-        await stop.wait()
-        log.info("shutdown requested")
-    finally:
-        await controller.stop()
-
-
 def main(argv: list[str] | None = None) -> int:
     config, store_config, level = parse_args(argv)
     configure_logging(level)
-    try:
-        asyncio.run(serve(config, store_config))
-    except OSError as exc:
-        log.error("broker failed to start: %s", exc)  # noqa: TRY400
-        return 1
-    return 0
+    controller = BrokerController(config, store_config)
+
+    async def start() -> list[str]:
+        await controller.start()
+        address = controller.address
+        return [f"The broker[{config.broker_name}, {address}] boot success. listening on {address}"]
+
+    return run_process(lambda: serve_until_signalled(start, controller.stop), "broker")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S
+from rocketspark.settings import require_positive
 
 DEFAULT_PORT = 9876
 
@@ -28,9 +29,7 @@ class NamesrvConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be within 0..65535, got {self.port}")
-        for name in ("scan_not_active_broker_interval_ms", "broker_channel_expired_ms", "max_frame_length"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        require_positive(self, "scan_not_active_broker_interval_ms", "broker_channel_expired_ms", "max_frame_length")
 
     @property
     def kv_config_path(self) -> Path:

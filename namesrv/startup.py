@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 
 from namesrv.config import DEFAULT_PORT, NamesrvConfig, default_data_dir
 from namesrv.controller import NamesrvController
 from rocketspark.logs import LOG_LEVELS, configure_logging
+from rocketspark.serving import run_process, serve_until_signalled
 
 log = logging.getLogger(__name__)
 
@@ -47,31 +46,16 @@ def parse_args(argv: list[str] | None = None) -> tuple[NamesrvConfig, str]:
     return config, args.log_level
 
 
-async def serve(config: NamesrvConfig) -> None:
-    controller = NamesrvController(config)
-    await controller.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    # Java's name server prints this line too; process supervisors and tests wait for it.
-    print(f"The Name Server boot success. listening on {controller.address}", flush=True)
-    try:
-        await stop.wait()
-        log.info("shutdown requested")
-    finally:
-        await controller.stop()
-
-
 def main(argv: list[str] | None = None) -> int:
     config, level = parse_args(argv)
     configure_logging(level)
-    try:
-        asyncio.run(serve(config))
-    except OSError as exc:
-        log.error("name server failed to start on %s:%d: %s", config.host, config.port, exc)  # noqa: TRY400
-        return 1
-    return 0
+    controller = NamesrvController(config)
+
+    async def start() -> list[str]:
+        await controller.start()
+        return [f"The Name Server boot success. listening on {controller.address}"]
+
+    return run_process(lambda: serve_until_signalled(start, controller.stop), "name server")
 
 
 if __name__ == "__main__":

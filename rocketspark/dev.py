@@ -7,9 +7,7 @@ SIGTERM or SIGINT stops the broker (flush, persist, unregister) and then the nam
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from namesrv.config import DEFAULT_PORT as NAMESRV_PORT
 from namesrv.config import NamesrvConfig
 from namesrv.controller import NamesrvController
 from rocketspark.logs import LOG_LEVELS, configure_logging
+from rocketspark.serving import run_process, serve_until_signalled
 
 log = logging.getLogger(__name__)
 
@@ -41,49 +40,37 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def serve(args: argparse.Namespace) -> None:
-    namesrv = NamesrvController(
-        NamesrvConfig(host=args.host, port=args.namesrv_port, data_dir=args.data_dir / "namesrv")
-    )
-    await namesrv.start()
-    broker = BrokerController(
-        BrokerConfig(namesrv_addr=namesrv.address, broker_ip1=args.host, listen_port=args.broker_port),
-        StoreConfig(
-            store_path_root_dir=args.data_dir / "store",
-            flush_disk_type=FlushDiskType.SYNC_FLUSH if args.flush == "sync" else FlushDiskType.ASYNC_FLUSH,
-        ),
-    )
-    try:
-        await broker.start()
-    except BaseException:
-        await namesrv.stop()
-        raise
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    print(f"The Name Server boot success. listening on {namesrv.address}", flush=True)
-    print(
-        f"The broker[{broker.config.broker_name}, {broker.address}] boot success. listening on {broker.address}",
-        flush=True,
-    )
-    print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        await broker.stop()
-        await namesrv.stop()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging(args.log_level)
-    try:
-        asyncio.run(serve(args))
-    except OSError as exc:
-        log.error("could not start: %s", exc)  # noqa: TRY400
-        return 1
-    return 0
+    namesrv = NamesrvController(
+        NamesrvConfig(host=args.host, port=args.namesrv_port, data_dir=args.data_dir / "namesrv")
+    )
+    brokers: list[BrokerController] = []
+
+    async def start() -> list[str]:
+        await namesrv.start()
+        broker = BrokerController(
+            BrokerConfig(namesrv_addr=namesrv.address, broker_ip1=args.host, listen_port=args.broker_port),
+            StoreConfig(
+                store_path_root_dir=args.data_dir / "store",
+                flush_disk_type=FlushDiskType.SYNC_FLUSH if args.flush == "sync" else FlushDiskType.ASYNC_FLUSH,
+            ),
+        )
+        await broker.start()
+        brokers.append(broker)
+        return [
+            f"The Name Server boot success. listening on {namesrv.address}",
+            f"The broker[{broker.config.broker_name}, {broker.address}] boot success. listening on {broker.address}",
+            f"export NAMESRV_ADDR={namesrv.address}",
+        ]
+
+    async def stop() -> None:
+        for broker in brokers:
+            await broker.stop()
+        await namesrv.stop()
+
+    return run_process(lambda: serve_until_signalled(start, stop), "rocketspark dev")
 
 
 if __name__ == "__main__":

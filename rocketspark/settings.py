@@ -70,6 +70,14 @@ def build(classes: tuple[type, ...], values: Mapping[str, str], source: str) -> 
     return instances
 
 
+def require_positive(instance: Any, *names: str) -> None:
+    """Settings validation: each named field must be greater than zero (raises ValueError)."""
+    keys = {f.attr: f.wire_name for f in wire_fields(type(instance))}
+    for name in names:
+        if getattr(instance, name) <= 0:
+            raise ValueError(f"{keys.get(name, name)} must be positive, got {getattr(instance, name)}")
+
+
 def describe(instance: Any) -> dict[str, str]:
     """Every setting of a settings object under its key, as text (GET_BROKER_CONFIG, logs)."""
     result = {}
@@ -85,4 +93,4 @@ def describe(instance: Any) -> dict[str, str]:
     return result
 
 
-__all__ = ["build", "describe", "known_keys", "read_properties"]
+__all__ = ["build", "describe", "known_keys", "read_properties", "require_positive"]

@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocketspark.settings import require_positive
+
 
 class FlushDiskType(enum.Enum):
     ASYNC_FLUSH = "ASYNC_FLUSH"  # acknowledged once handed to the OS, fsynced periodically
@@ -38,21 +40,19 @@ class StoreConfig:
     batch_cache_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        for name in (
+        require_positive(
+            self,
             "mapped_file_size_commit_log",
             "mapped_file_size_consume_queue",
             "max_message_size",
             "flush_interval_commit_log",
             "flush_interval_consume_queue",
             "sync_flush_timeout",
+            "file_reserved_time",
             "clean_resource_interval",
             "max_group_commit_bytes",
             "max_group_commit_messages",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.file_reserved_time <= 0:
-            raise ValueError(f"fileReservedTime must be positive, got {self.file_reserved_time}")
+        )
         self.delete_hours()  # validates
 
     def delete_hours(self) -> frozenset[int] | None:

@@ -47,9 +47,10 @@ def build_subscription(topic: str, expression: str | None, expression_type: str 
 
 
 def filter_codes(subscription: SubscriptionData) -> frozenset[int] | None:
-    """Tag hash codes a broker filters by; None for subscriptions to every tag."""
+    """Tag hash codes a broker filters by; None for subscriptions to every tag.
+
+    The codes are computed from the tags: the C++ client sends a `codeSet` of zeros.
+    """
     if subscription.subscribes_all:
         return None
-    if subscription.code_set:
-        return frozenset(subscription.code_set)
     return frozenset(java_string_hash(t) for t in subscription.tags_set)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from rocketspark.message.queue import MessageQueue
 from rocketspark.remoting.body.jsonbody import JsonBody
+from rocketspark.remoting.schema import wire
 
 
 @dataclass(slots=True)
@@ -25,4 +26,5 @@ class LockBatchRequestBody(JsonBody):
 
 @dataclass(slots=True)
 class LockBatchResponseBody(JsonBody):
-    lock_ok_mq_set: list[MessageQueue] = field(default_factory=list)
+    # Java's field is `lockOKMQSet`; strict readers (the C++ client) need exactly that key
+    lock_ok_mq_set: list[MessageQueue] = field(default_factory=list, metadata=wire("lockOKMQSet"))
