@@ -97,3 +97,16 @@ async def test_sigterm_unregisters_persists_and_exits_zero(servers: ServerFactor
         assert await offset.get_max_offset(client, restarted.address, "Durable", 0) == 1
     finally:
         await client.close()
+
+
+async def test_registers_with_every_name_server(servers: ServerFactory) -> None:
+    first, second = servers.namesrv(), servers.namesrv()
+    broker = servers.broker(f"{first.address};{second.address}")
+    client = RemotingClient()
+    try:
+        await send(client, broker.address, "BothNamesrvs", b"x")
+        for namesrv in (first, second):
+            route = await eventually(lambda n=namesrv: get_route(client, n.address, "BothNamesrvs"), what="a route")
+            assert route.broker_datas[0].master_address == broker.address
+    finally:
+        await client.close()
