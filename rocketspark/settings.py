@@ -71,11 +71,11 @@ def build(classes: tuple[type, ...], values: Mapping[str, str], source: str) -> 
 
 
 def require_positive(instance: Any, *names: str) -> None:
-    """Settings validation: each named field must be greater than zero (raises ValueError)."""
+    """Settings validation: each named field must be greater than zero (ConfigError, a ValueError)."""
     keys = {f.attr: f.wire_name for f in wire_fields(type(instance))}
     for name in names:
         if getattr(instance, name) <= 0:
-            raise ValueError(f"{keys.get(name, name)} must be positive, got {getattr(instance, name)}")
+            raise ConfigError(f"{keys.get(name, name)} must be positive, got {getattr(instance, name)}")
 
 
 def describe(instance: Any) -> dict[str, str]:

@@ -10,133 +10,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import Counter
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 from rocketspark.message import properties as props
-from rocketspark.message.codec import decode_records
 from rocketspark.message.message import MessageExt
-from rocketspark.processes import ServerProcess
-from rocketspark.remoting.body.route import TopicRouteData
-from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.namesrv import GetRouteInfoRequestHeader
-from rocketspark.remoting.headers.offset import (
-    OffsetResponseHeader,
-    QueryConsumerOffsetRequestHeader,
-    QueueRequestHeader,
-)
-from rocketspark.remoting.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader, PullMessageResponseHeader
-from tests.harness import ServerFactory
-from tests.interop.driver import Consumed, OutgoingMessage, RealClient, Send
+from tests.interop.conftest import Cluster
+from tests.interop.driver import Consumed, OutgoingMessage, Send
 from tests.interop.wire import WireRecorder
 
 pytestmark = pytest.mark.interop
-
-DEFAULT_TOPIC = "TBW102"  # the template topic a producer looks up when its topic does not exist yet
-READER_GROUP = "interop_raw_reader"
-
-
-@dataclass
-class Cluster:
-    """A name server and a broker of ours, the real client pointed at them, and our own client for checks."""
-
-    namesrv: ServerProcess
-    broker: ServerProcess
-    client: RealClient
-    remoting: RemotingClient
-    clients: list[RealClient] = field(default_factory=list)
-
-    def client_via(self, namesrv_address: str) -> RealClient:
-        """The real client given another name server address (a :class:`WireRecorder`'s)."""
-        client = RealClient(namesrv_address, self.client.home, self.client.servers)
-        self.clients.append(client)
-        return client
-
-    async def route(self, topic: str, timeout_s: float = 10.0) -> TopicRouteData:
-        """The topic's route, waiting for the broker to register it with the name server."""
-        request_header = GetRouteInfoRequestHeader(topic)
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while True:
-            request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, request_header)
-            response = await self.remoting.invoke(self.namesrv.address, request)
-            if response.code == ResponseCode.SUCCESS:
-                return TopicRouteData.from_json(response.body)
-            if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"no route for {topic}: {response.remark}\n{self.client.diagnostics()}")
-            await asyncio.sleep(0.1)
-
-    async def queue_count(self, topic: str) -> int:
-        (queue_data,) = (await self.route(topic)).queue_datas
-        return queue_data.read_queue_nums
-
-    async def pull_queue(self, topic: str, queue_id: int) -> list[MessageExt]:
-        """Every message of one queue, read with our raw PULL_MESSAGE (subscription "*" in the request)."""
-        messages: list[MessageExt] = []
-        offset = 0
-        while True:
-            header = PullMessageRequestHeader(
-                consumer_group=READER_GROUP,
-                topic=topic,
-                queue_id=queue_id,
-                queue_offset=offset,
-                max_msg_nums=256,
-                sys_flag=FLAG_SUBSCRIPTION,
-                commit_offset=0,
-                suspend_timeout_millis=0,
-                sub_version=0,
-                subscription="*",
-                expression_type="TAG",
-            )
-            response = await self.remoting.invoke(
-                self.broker.address, RemotingCommand.request(RequestCode.PULL_MESSAGE, header)
-            )
-            if response.code == ResponseCode.PULL_NOT_FOUND:
-                return messages
-            assert response.code == ResponseCode.SUCCESS, f"pull {topic}:{queue_id}@{offset}: {response!r}"
-            messages.extend(decode_records(response.body))
-            offset = response.decode_header(PullMessageResponseHeader).next_begin_offset
-
-    async def pull_all(self, topic: str) -> list[MessageExt]:
-        queues = range(await self.queue_count(topic))
-        return [message for queue_id in queues for message in await self.pull_queue(topic, queue_id)]
-
-    async def max_offset(self, topic: str, queue_id: int) -> int:
-        request = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, QueueRequestHeader(topic, queue_id))
-        response = await self.remoting.invoke(self.broker.address, request)
-        assert response.code == ResponseCode.SUCCESS, repr(response)
-        return response.decode_header(OffsetResponseHeader).offset
-
-    async def consumer_offset(self, group: str, topic: str, queue_id: int) -> int | None:
-        """The group's committed offset (QUERY_CONSUMER_OFFSET); None when the broker has none."""
-        header = QueryConsumerOffsetRequestHeader(group, topic, queue_id, set_zero_if_not_found=False)
-        response = await self.remoting.invoke(
-            self.broker.address, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, header)
-        )
-        if response.code == ResponseCode.QUERY_NOT_FOUND:
-            return None
-        assert response.code == ResponseCode.SUCCESS, repr(response)
-        return response.decode_header(OffsetResponseHeader).offset
-
-
-@pytest.fixture
-async def cluster(servers: ServerFactory, remoting_client: RemotingClient, tmp_path: Path) -> AsyncIterator[Cluster]:
-    namesrv = servers.namesrv()
-    broker = servers.broker(namesrv.address)
-    home = tmp_path / "client-home"
-    home.mkdir()
-    client = RealClient(namesrv.address, home, [namesrv, broker])
-    cluster = Cluster(namesrv, broker, client, remoting_client, [client])
-    try:
-        await cluster.route(DEFAULT_TOPIC)  # registered: producers can create topics on first send
-        yield cluster
-    finally:
-        for real_client in cluster.clients:
-            real_client.close()
 
 
 def user_properties(message: MessageExt) -> dict[str, str]:

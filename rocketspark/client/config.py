@@ -1,0 +1,58 @@
+"""Client settings, with Apache RocketMQ's `ClientConfig` timers as defaults (all in milliseconds)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from rocketspark.errors import ConfigError
+from rocketspark.message.ids import local_ip
+from rocketspark.remoting.client import split_address
+from rocketspark.settings import require_positive
+
+NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
+
+
+def parse_namesrv_addr(text: str | None) -> tuple[str, ...]:
+    """`host:port;host:port` (commas accepted too) -> addresses; a ConfigError names a bad one."""
+    addresses = tuple(a.strip() for a in (text or "").replace(",", ";").split(";") if a.strip())
+    for address in addresses:
+        try:
+            split_address(address)
+        except ValueError:
+            raise ConfigError(f"name server address {address!r} is not host:port") from None
+    return addresses
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """Where the name servers are and how often the client talks to them and to brokers.
+
+    `namesrv_addr` defaults to the NAMESRV_ADDR environment variable, as in RocketMQ.
+    """
+
+    namesrv_addr: str | None = None
+    client_ip: str = field(default_factory=local_ip)
+    instance_name: str = "DEFAULT"
+    poll_name_server_interval_ms: int = 30_000
+    heartbeat_broker_interval_ms: int = 30_000
+    persist_consumer_offset_interval_ms: int = 5_000
+    request_timeout_ms: int = 3_000
+    connect_timeout_ms: int = 3_000
+    idle_timeout_s: float = 120.0
+
+    def namesrv_addresses(self) -> tuple[str, ...]:
+        addresses = parse_namesrv_addr(self.namesrv_addr or os.environ.get(NAMESRV_ADDR_ENV))
+        if not addresses:
+            raise ConfigError(f"no name server address: pass namesrv_addr='host:port' or set {NAMESRV_ADDR_ENV}")
+        return addresses
+
+    def __post_init__(self) -> None:
+        require_positive(
+            self,
+            "poll_name_server_interval_ms",
+            "heartbeat_broker_interval_ms",
+            "persist_consumer_offset_interval_ms",
+            "request_timeout_ms",
+            "connect_timeout_ms",
+        )

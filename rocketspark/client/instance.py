@@ -1,0 +1,276 @@
+"""`ClientInstance`: the connections, routes and heartbeats that producers and consumers share.
+
+One instance per event loop and name-server list (as Java's MQClientInstance per client id), but
+it owns only connections, the route cache and heartbeats: producer and consumer logic live in their
+own modules and register what they need here (their group for heartbeats, their topics for route
+refreshes, a callback for membership changes). Every timer runs in a service that `shutdown()` stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rocketspark.client.api import client_manage
+from rocketspark.client.config import ClientConfig
+from rocketspark.client.lifecycle import Lifecycle, ServiceState
+from rocketspark.client.namesrv import NameServerList
+from rocketspark.client.routes import master_addresses
+from rocketspark.errors import ResponseError, RocketMQError, TopicNotExistError, ValidationError
+from rocketspark.message.validation import validate_client_group
+from rocketspark.remoting.body.heartbeat import ConsumerData, HeartbeatData, ProducerData
+from rocketspark.remoting.body.route import TopicRouteData
+from rocketspark.remoting.client import RemotingClient
+from rocketspark.remoting.codes import RequestCode, ResponseCode
+from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.connection import Connection
+from rocketspark.remoting.headers.namesrv import GetRouteInfoRequestHeader
+from rocketspark.remoting.processor import ProcessorTable
+from rocketspark.service import PeriodicService
+
+log = logging.getLogger(__name__)
+
+_instance_numbers = itertools.count()
+
+
+def new_client_id(ip: str, instance_name: str) -> str:
+    """`ip@pid#nanotime` (Java's format when the instance name is DEFAULT); unique within a process."""
+    if instance_name == "DEFAULT":
+        instance_name = f"{os.getpid()}#{time.time_ns() + next(_instance_numbers)}"
+    return f"{ip}@{instance_name}"
+
+
+@dataclass(eq=False)
+class ConsumerRegistration:
+    """What a consumer tells the instance: its heartbeat data, topics, and who to tell of member changes."""
+
+    group: str
+    consumer_data: Callable[[], ConsumerData]
+    topics: Callable[[], Iterable[str]]
+    on_ids_changed: Callable[[], None] | None = None
+
+
+class ClientInstance:
+    # (name servers, client ip, instance name, event loop) -> (instance, users), as Java keys
+    # instances by client id: two members of one group in one process need distinct instance names
+    _shared: ClassVar[dict[tuple[tuple[str, ...], str, str, int], tuple[ClientInstance, int]]] = {}
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.client_id = new_client_id(config.client_ip, config.instance_name)
+        processors = ProcessorTable()
+        processors.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._consumer_ids_changed)
+        self.remoting = RemotingClient(
+            processors,
+            connect_timeout_s=config.connect_timeout_ms / 1000,
+            request_timeout_s=config.request_timeout_ms / 1000,
+            idle_timeout_s=config.idle_timeout_s,
+        )
+        self.namesrv = NameServerList(self.remoting, config.namesrv_addresses())
+        self.routes: dict[str, TopicRouteData] = {}
+        self.broker_addresses: dict[str, str] = {}  # broker name -> master address
+        self.broker_versions: dict[str, int] = {}
+        self._producer_groups: set[str] = set()
+        self._consumers: dict[str, ConsumerRegistration] = {}
+        self._published_topics: set[str] = set()
+        self._route_listeners: list[Callable[[str, TopicRouteData], None]] = []
+        self._lifecycle = Lifecycle(f"client instance {self.client_id}")
+        self._failing_brokers: set[str] = set()
+        self._services = [
+            PeriodicService(
+                "client-route-refresh",
+                config.poll_name_server_interval_ms / 1000,
+                self.refresh_routes,
+                initial_delay_s=0.01,
+            ),
+            PeriodicService(
+                "client-heartbeat", config.heartbeat_broker_interval_ms / 1000, self.heartbeat, initial_delay_s=1.0
+            ),
+        ]
+
+    # -- sharing and lifecycle -----------------------------------------------------------------
+
+    @classmethod
+    async def acquire(cls, config: ClientConfig) -> ClientInstance:
+        """The running instance of this event loop for `config`'s name servers (started on first use)."""
+        key = (config.namesrv_addresses(), config.client_ip, config.instance_name, id(asyncio.get_running_loop()))
+        shared = cls._shared.get(key)
+        if shared is not None and shared[0].state is ServiceState.RUNNING:
+            cls._shared[key] = (shared[0], shared[1] + 1)
+            return shared[0]
+        instance = cls(config)
+        await instance.start()
+        cls._shared[key] = (instance, 1)
+        return instance
+
+    async def release(self) -> None:
+        """Give back an instance from `acquire`; the last user shuts it down."""
+        for key, (instance, users) in list(self._shared.items()):
+            if instance is self:
+                if users > 1:
+                    self._shared[key] = (instance, users - 1)
+                    return
+                del self._shared[key]
+        await self.shutdown()
+
+    @property
+    def state(self) -> ServiceState:
+        return self._lifecycle.state
+
+    async def start(self) -> None:
+        self._lifecycle.begin_start()
+        try:
+            for service in self._services:
+                service.start()
+        except BaseException:
+            self._lifecycle.state = ServiceState.START_FAILED
+            raise
+        self._lifecycle.state = ServiceState.RUNNING
+        log.info("client instance %s started (name servers %s)", self.client_id, ";".join(self.namesrv.addresses))
+
+    async def shutdown(self) -> None:
+        if self.state is not ServiceState.RUNNING:
+            return
+        self._lifecycle.state = ServiceState.SHUTDOWN_ALREADY
+        for service in self._services:
+            await service.stop()
+        await self.remoting.close()
+        log.info("client instance %s shut down", self.client_id)
+
+    def require_running(self) -> None:
+        self._lifecycle.require_running()
+
+    # -- groups --------------------------------------------------------------------------------
+
+    def register_producer(self, group: str) -> None:
+        validate_client_group(group)
+        if group in self._producer_groups:
+            raise ValidationError(f"producer group {group} is already registered in client {self.client_id}")
+        self._producer_groups.add(group)
+
+    def unregister_producer(self, group: str) -> None:
+        self._producer_groups.discard(group)
+
+    def register_consumer(self, registration: ConsumerRegistration) -> None:
+        validate_client_group(registration.group)
+        if registration.group in self._consumers:
+            raise ValidationError(
+                f"consumer group {registration.group} is already registered in client {self.client_id}"
+            )
+        self._consumers[registration.group] = registration
+
+    def unregister_consumer(self, group: str) -> None:
+        self._consumers.pop(group, None)
+
+    def add_route_listener(self, listener: Callable[[str, TopicRouteData], None]) -> None:
+        self._route_listeners.append(listener)
+
+    def remove_route_listener(self, listener: Callable[[str, TopicRouteData], None]) -> None:
+        if listener in self._route_listeners:
+            self._route_listeners.remove(listener)
+
+    def _consumer_ids_changed(self, connection: Connection, request: RemotingCommand) -> None:
+        group = request.ext_fields.get("consumerGroup", "")
+        registration = self._consumers.get(group)
+        log.info("broker %s: members of group %s changed", connection.remote_address, group)
+        if registration is not None and registration.on_ids_changed is not None:
+            registration.on_ids_changed()
+
+    # -- routes --------------------------------------------------------------------------------
+
+    def topics_in_use(self) -> set[str]:
+        topics = set(self._published_topics)
+        for registration in self._consumers.values():
+            topics.update(registration.topics())
+        return topics
+
+    async def fetch_route(self, topic: str) -> TopicRouteData | None:
+        """Ask the name servers; None when no broker serves the topic. Caches and announces changes."""
+        request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic, True))
+        response = await self.namesrv.invoke(request)
+        if response.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            context = f"route of {topic} from {self.namesrv.current}"
+            raise ResponseError.for_code(response.code, response.remark, context)
+        route = TopicRouteData.from_json(response.body)
+        if self.routes.get(topic) != route:
+            self.routes[topic] = route
+            self.broker_addresses.update(master_addresses(route))
+            for listener in list(self._route_listeners):
+                listener(topic, route)
+        return route
+
+    async def route(self, topic: str, *, refresh: bool = False) -> TopicRouteData:
+        """The topic's route, from the cache unless `refresh`; TopicNotExistError names topic and name server."""
+        self.require_running()
+        cached = None if refresh else self.routes.get(topic)
+        if cached is not None:
+            return cached
+        route = await self.fetch_route(topic)
+        if route is None:
+            raise TopicNotExistError(
+                f"topic {topic} is not known to the name server {self.namesrv.current}: "
+                "create it, or send to it once with automatic topic creation on",
+                code=ResponseCode.TOPIC_NOT_EXIST,
+            )
+        return route
+
+    def use_topic(self, topic: str) -> None:
+        """Keep `topic`'s route fresh (producers call this for the topics they send to)."""
+        self._published_topics.add(topic)
+
+    async def broker_address(self, broker_name: str, topic: str | None = None) -> str:
+        """The master address of `broker_name`, refreshing `topic`'s route once when unknown."""
+        address = self.broker_addresses.get(broker_name)
+        if address is None and topic is not None:
+            await self.route(topic, refresh=True)
+            address = self.broker_addresses.get(broker_name)
+        if address is None:
+            raise RocketMQError(f"broker {broker_name} has no master address in the current routes")
+        return address
+
+    async def refresh_routes(self) -> None:
+        for topic in sorted(self.topics_in_use()):
+            try:
+                await self.fetch_route(topic)
+            except RocketMQError as exc:
+                log.warning("refreshing the route of %s failed: %s", topic, exc)
+        live: set[str] = set()
+        for route in self.routes.values():
+            live.update(master_addresses(route))
+        for name in [n for n in self.broker_addresses if n not in live]:
+            log.info("broker %s is in no route any more; forgetting it", name)
+            del self.broker_addresses[name]
+
+    # -- heartbeats ----------------------------------------------------------------------------
+
+    def heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(
+            self.client_id,
+            producer_data_set=[ProducerData(g) for g in sorted(self._producer_groups)],
+            consumer_data_set=[r.consumer_data() for r in self._consumers.values()],
+        )
+
+    async def heartbeat(self) -> None:
+        """Tell every known broker master which groups this client runs."""
+        data = self.heartbeat_data()
+        if not data.producer_data_set and not data.consumer_data_set:
+            return
+        await asyncio.gather(*(self._heartbeat_one(n, a, data) for n, a in list(self.broker_addresses.items())))
+
+    async def _heartbeat_one(self, broker_name: str, address: str, data: HeartbeatData) -> None:
+        try:
+            self.broker_versions[broker_name] = await client_manage.send_heartbeat(self.remoting, address, data)
+        except RocketMQError as exc:
+            if broker_name not in self._failing_brokers:
+                log.warning("heartbeat to broker %s (%s) failed: %s", broker_name, address, exc)
+                self._failing_brokers.add(broker_name)
+            return
+        self._failing_brokers.discard(broker_name)

@@ -1,0 +1,435 @@
+"""`AsyncProducer`: send messages one at a time, in batches, or as Arrow batches.
+
+Queue selection follows Java's DefaultMQProducer: round robin over the topic's writable queues,
+retrying failed sends on another broker (`retry_times_when_send_failed`), or a fixed queue, or a
+queue chosen by sharding key exactly as Java's `SelectMessageQueueByHash` chooses it. A topic that
+does not exist yet is sent to through the route of TBW102, so the broker creates it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import zlib
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rocketspark.client.api import client_manage
+from rocketspark.client.api.send import SendResult, send_arrow, send_message, send_oneway
+from rocketspark.client.config import ClientConfig
+from rocketspark.client.instance import ClientInstance
+from rocketspark.client.lifecycle import Lifecycle, ServiceState
+from rocketspark.client.queue_selector import RoundRobinSelector, select_by_key
+from rocketspark.client.routes import publish_queues, with_queue_limit
+from rocketspark.errors import (
+    RequestCodeNotSupportedError,
+    ResponseError,
+    RocketMQError,
+    TopicNotExistError,
+    ValidationError,
+)
+from rocketspark.message import properties as props
+from rocketspark.message import sysflag
+from rocketspark.message.batch import encode_batch_body
+from rocketspark.message.convert import encode_properties_column, producer_batch
+from rocketspark.message.ids import UniqueIdGenerator
+from rocketspark.message.message import Message
+from rocketspark.message.queue import MessageQueue
+from rocketspark.message.validation import (
+    AUTO_CREATE_TOPIC_KEY,
+    RETRY_GROUP_TOPIC_PREFIX,
+    validate_body,
+    validate_send_topic,
+)
+from rocketspark.remoting.codes import RequestCode, ResponseCode
+from rocketspark.remoting.errors import RemotingError, RemotingTimeoutError
+from rocketspark.remoting.headers.send import SendMessageRequestHeader
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+#: Arrow sends are cut into requests of about this many body bytes, well inside the 16 MiB frame
+ARROW_REQUEST_BYTES = 8 * 1024 * 1024
+#: answers after which Java's producer tries another broker
+_RETRY_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_BUSY,
+        ResponseCode.NO_PERMISSION,
+    }
+)
+
+
+class SendError(RocketMQError):
+    """Every attempt of a send failed; the message names the brokers tried and why."""
+
+    retriable = True
+
+
+class AsyncProducer:
+    def __init__(
+        self,
+        group: str,
+        *,
+        namesrv_addr: str | None = None,
+        send_timeout_ms: int = 3_000,
+        retry_times_when_send_failed: int = 2,
+        compress_msg_body_over_bytes: int = 4_096,
+        compress_level: int = 5,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        default_topic_queue_nums: int = 4,
+        use_arrow: bool = True,
+        client_config: ClientConfig | None = None,
+    ) -> None:
+        if retry_times_when_send_failed < 0 or send_timeout_ms <= 0 or max_message_size <= 0:
+            raise ValidationError("send_timeout_ms and max_message_size must be positive, retries not negative")
+        self.group = group
+        self.client_config = client_config or ClientConfig(namesrv_addr=namesrv_addr)
+        self.send_timeout_ms = send_timeout_ms
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.compress_msg_body_over_bytes = compress_msg_body_over_bytes
+        self.compress_level = compress_level
+        self.max_message_size = max_message_size
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.use_arrow = use_arrow
+        self.instance: ClientInstance | None = None
+        self._lifecycle = Lifecycle(f"producer {group}")
+        self._selector = RoundRobinSelector()
+        self._ids = UniqueIdGenerator(self.client_config.client_ip)
+        self._standard_only: set[str] = set()  # brokers that answered the Arrow send "not supported"
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._lifecycle.begin_start()
+        try:
+            instance = await ClientInstance.acquire(self.client_config)
+            try:
+                instance.register_producer(self.group)
+            except BaseException:
+                await instance.release()
+                raise
+        except BaseException:
+            self._lifecycle.state = ServiceState.START_FAILED
+            raise
+        self.instance = instance
+        self._lifecycle.state = ServiceState.RUNNING
+
+    async def shutdown(self) -> None:
+        if self._lifecycle.state is not ServiceState.RUNNING or self.instance is None:
+            return
+        self._lifecycle.state = ServiceState.SHUTDOWN_ALREADY
+        instance = self.instance
+        instance.unregister_producer(self.group)
+        for address in set(instance.broker_addresses.values()):
+            try:
+                await client_manage.unregister_client(
+                    instance.remoting, address, instance.client_id, producer_group=self.group, timeout_s=1
+                )
+            except RocketMQError as exc:
+                log.debug("unregistering producer %s from %s failed: %s", self.group, address, exc)
+        await instance.release()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.shutdown()
+
+    def _running(self) -> ClientInstance:
+        self._lifecycle.require_running()
+        assert self.instance is not None
+        return self.instance
+
+    # -- routes --------------------------------------------------------------------------------
+
+    async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues a send to `topic` may go to; for an unknown topic, those TBW102 offers."""
+        instance = self._running()
+        instance.use_topic(topic)
+        try:
+            route = await instance.route(topic)
+        except TopicNotExistError:
+            try:
+                template = await instance.route(AUTO_CREATE_TOPIC_KEY)
+            except TopicNotExistError:
+                raise TopicNotExistError(
+                    f"topic {topic} does not exist and no broker creates topics automatically "
+                    f"(name server {instance.namesrv.current}); create it first",
+                    code=ResponseCode.TOPIC_NOT_EXIST,
+                ) from None
+            route = with_queue_limit(template, self.default_topic_queue_nums)
+        queues = publish_queues(topic, route)
+        if not queues:
+            raise TopicNotExistError(f"topic {topic} has no writable queue", code=ResponseCode.TOPIC_NOT_EXIST)
+        return queues
+
+    # -- single messages -----------------------------------------------------------------------
+
+    def _header(
+        self, message: Message, properties: dict[str, str], sys_flag: int, *, batch: bool = False
+    ) -> SendMessageRequestHeader:
+        return SendMessageRequestHeader(
+            producer_group=self.group,
+            topic=message.topic,
+            default_topic=AUTO_CREATE_TOPIC_KEY,
+            default_topic_queue_nums=self.default_topic_queue_nums,
+            queue_id=0,
+            sys_flag=sys_flag,
+            born_timestamp=int(time.time() * 1000),
+            flag=message.flag,
+            properties=props.encode_properties(properties),
+            reconsume_times=0,
+            unit_mode=False,
+            batch=batch or None,
+        )
+
+    def _prepare(self, message: Message) -> tuple[SendMessageRequestHeader, bytes, str]:
+        validate_send_topic(message.topic)
+        validate_body(message.body, self.max_message_size)
+        reserved = props.SYSTEM_KEYS & message.properties.keys()
+        if reserved:
+            raise ValidationError(f"user properties may not use the system keys {sorted(reserved)}")
+        uniq_key = self._ids.next()
+        properties = message.all_properties()
+        properties[props.UNIQ_KEY] = uniq_key
+        properties[props.WAIT_STORE_MSG_OK] = "true"
+        body, sys_flag = message.body, 0
+        if len(body) >= self.compress_msg_body_over_bytes:
+            body = zlib.compress(body, self.compress_level)
+            sys_flag |= sysflag.COMPRESSED
+        return self._header(message, properties, sys_flag), body, uniq_key
+
+    async def send(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        sharding_key: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Send one message and wait for the broker's acknowledgement."""
+        header, body, uniq_key = self._prepare(message)
+
+        async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult:
+            header.queue_id = target.queue_id
+            address = await instance.broker_address(target.broker_name, target.topic)
+            return await send_message(
+                instance.remoting, address, target.broker_name, header, body, msg_id=uniq_key, timeout_s=timeout_s
+            )
+
+        return await self._with_retries(message.topic, queue, sharding_key, timeout_ms, attempt)
+
+    def send_async(
+        self, message: Message, *, queue: MessageQueue | None = None, sharding_key: str | None = None
+    ) -> asyncio.Future[SendResult]:
+        """Start a send; the future holds its result (or its error)."""
+        return asyncio.ensure_future(self.send(message, queue=queue, sharding_key=sharding_key))
+
+    async def send_oneway(
+        self, message: Message, *, queue: MessageQueue | None = None, sharding_key: str | None = None
+    ) -> None:
+        """Send without waiting for (or getting) an acknowledgement."""
+        instance = self._running()
+        header, body, _ = self._prepare(message)
+        target = await self._target(message.topic, queue, sharding_key, None)
+        header.queue_id = target.queue_id
+        address = await instance.broker_address(target.broker_name, target.topic)
+        await send_oneway(instance.remoting, address, header, body)
+
+    async def _target(
+        self, topic: str, queue: MessageQueue | None, sharding_key: str | None, avoid_broker: str | None
+    ) -> MessageQueue:
+        if queue is not None:
+            if queue.topic != topic:
+                raise ValidationError(f"queue {queue} is not a queue of topic {topic}")
+            return queue
+        queues = await self.fetch_publish_queues(topic)
+        if sharding_key is not None:
+            return select_by_key(queues, sharding_key)
+        return self._selector.select(queues, avoid_broker)
+
+    async def _with_retries(
+        self,
+        topic: str,
+        queue: MessageQueue | None,
+        sharding_key: str | None,
+        timeout_ms: int | None,
+        attempt: Callable[[ClientInstance, MessageQueue, float], Awaitable[T]],
+    ) -> T:
+        """Run `attempt` on a chosen queue; on failure, again on another broker (round robin only)."""
+        instance = self._running()
+        timeout_s = (timeout_ms or self.send_timeout_ms) / 1000
+        deadline = time.monotonic() + timeout_s
+        fixed = queue is not None or sharding_key is not None
+        attempts = 1 if fixed else 1 + self.retry_times_when_send_failed
+        failures: list[str] = []
+        avoid: str | None = None
+        for _ in range(attempts):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                failures.append("no time left")
+                break
+            target = await self._target(topic, queue, sharding_key, avoid)
+            try:
+                return await attempt(instance, target, remaining)
+            except (RemotingError, ResponseError) as exc:
+                if isinstance(exc, ResponseError) and exc.code not in _RETRY_CODES:
+                    raise
+                failures.append(f"{target.broker_name}: {exc}")
+                avoid = target.broker_name
+                if isinstance(exc, ResponseError) and exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                    await instance.route(topic, refresh=True)
+        error = SendError(f"send to topic {topic} failed after {len(failures)} attempt(s): {'; '.join(failures)}")
+        if failures and failures[-1] == "no time left":
+            raise RemotingTimeoutError(str(error))
+        raise error
+
+    # -- batches -------------------------------------------------------------------------------
+
+    async def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None) -> list[SendResult]:
+        """Send messages of one topic in as few SEND_BATCH_MESSAGE requests as the size limit allows."""
+        if not messages:
+            return []
+        topic = messages[0].topic
+        entries: list[tuple[int, bytes, str]] = []
+        ids: list[str] = []
+        for message in messages:
+            if message.topic != topic:
+                raise ValidationError(f"a batch holds one topic; got {topic} and {message.topic}")
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or props.DELAY_TIME_LEVEL in message.properties:
+                raise ValidationError("batches may not hold retry-topic or delayed messages")
+            header, _, uniq_key = self._prepare(
+                Message(topic, message.body, message.tags, message.keys, message.flag, message.properties)
+            )
+            entries.append((message.flag, message.body, header.properties or ""))  # batches are never compressed
+            ids.append(uniq_key)
+        return [
+            await self._send_entries(topic, entries[start:end], ids[start:end], queue)
+            for start, end in _chunks([20 + len(b) + len(p.encode()) for _, b, p in entries], self.max_message_size)
+        ]
+
+    async def _send_entries(
+        self, topic: str, entries: list[tuple[int, bytes, str]], ids: list[str], queue: MessageQueue | None
+    ) -> SendResult:
+        body = encode_batch_body(entries)
+        header = self._header(Message(topic, b""), {props.WAIT_STORE_MSG_OK: "true"}, 0, batch=True)
+
+        async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult:
+            header.queue_id = target.queue_id
+            address = await instance.broker_address(target.broker_name, target.topic)
+            return await send_message(
+                instance.remoting,
+                address,
+                target.broker_name,
+                header,
+                body,
+                msg_id=",".join(ids),
+                code=RequestCode.SEND_BATCH_MESSAGE,
+                count=len(entries),
+                timeout_s=timeout_s,
+            )
+
+        return await self._with_retries(topic, queue, None, None, attempt)
+
+    # -- Arrow ---------------------------------------------------------------------------------
+
+    async def send_arrow(self, data: Any, topic: str, *, queue: MessageQueue | None = None) -> list[SendResult]:
+        """Send a pyarrow Table/RecordBatch or pandas DataFrame (a `body` column, optional `tags`,
+        `keys`, `uniq_key`, `properties`) with the Arrow send; brokers without it get standard batches."""
+        validate_send_topic(topic)
+        batch = producer_batch(data)
+        if batch.num_rows == 0:
+            return []
+        lengths = pc.binary_length(batch.column("body"))
+        shortest, longest = (v.as_py() for v in pc.min_max(lengths).values())
+        if shortest == 0 or longest > self.max_message_size:
+            raise ValidationError(
+                f"message bodies must be 1..{self.max_message_size:,} bytes; this batch has {shortest}..{longest}"
+            )
+        generated = self._ids.next_many(batch.num_rows)
+        uniq = pc.coalesce(batch.column("uniq_key"), generated)
+        batch = batch.set_column(batch.schema.get_field_index("uniq_key"), "uniq_key", uniq)
+        sizes = lengths.to_numpy(zero_copy_only=False)
+        results = []
+        for start, end in _chunks(list(sizes), ARROW_REQUEST_BYTES):
+            results.extend(await self._send_arrow_chunk(topic, batch.slice(start, end - start), queue))
+        return results
+
+    async def _send_arrow_chunk(
+        self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue | None
+    ) -> list[SendResult]:
+        header = self._header(Message(topic, b""), {}, 0)
+        first_id = chunk.column("uniq_key")[0].as_py()
+        fallback: list[MessageQueue] = []
+
+        async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult | None:
+            if not self.use_arrow or target.broker_name in self._standard_only:
+                fallback.append(target)
+                return None
+            header.queue_id = target.queue_id
+            address = await instance.broker_address(target.broker_name, target.topic)
+            try:
+                return await send_arrow(
+                    instance.remoting,
+                    address,
+                    target.broker_name,
+                    header,
+                    chunk,
+                    first_msg_id=first_id,
+                    timeout_s=timeout_s,
+                )
+            except RequestCodeNotSupportedError:
+                log.info("broker %s does not serve the Arrow send; using standard batches with it", target.broker_name)
+                self._standard_only.add(target.broker_name)
+                fallback.append(target)
+                return None
+
+        result = await self._with_retries(topic, queue, None, None, attempt)
+        if result is not None:
+            return [result]
+        return await self._send_standard_rows(topic, chunk, fallback[-1])
+
+    async def _send_standard_rows(self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue) -> list[SendResult]:
+        """The Arrow rows as standard batches (for brokers without the Arrow send)."""
+        properties = encode_properties_column(
+            chunk.column("properties"),
+            tags=chunk.column("tags"),
+            keys=chunk.column("keys"),
+            uniq_key=chunk.column("uniq_key"),
+        )
+        # the same properties an Arrow send stores (WAIT absent means "wait", as for brokers)
+        entries = [
+            (0, body, text) for body, text in zip(chunk.column("body").to_pylist(), properties.to_pylist(), strict=True)
+        ]
+        ids = chunk.column("uniq_key").to_pylist()
+        return [
+            await self._send_entries(topic, entries[start:end], ids[start:end], queue)
+            for start, end in _chunks([20 + len(b) + len(p.encode()) for _, b, p in entries], self.max_message_size)
+        ]
+
+
+def _chunks(sizes: Sequence[int], limit: int) -> list[tuple[int, int]]:
+    """[start, end) ranges of consecutive items whose sizes add up to at most `limit` (at least one item each)."""
+    ranges = []
+    start = total = 0
+    for index, size in enumerate(sizes):
+        if index > start and total + size > limit:
+            ranges.append((start, index))
+            start, total = index, 0
+        total += size
+    if start < len(sizes):
+        ranges.append((start, len(sizes)))
+    return ranges
