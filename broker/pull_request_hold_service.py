@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rocketspark.aio import wait_until
+
 
 @dataclass(eq=False, slots=True)
 class HeldPull:
@@ -38,11 +40,7 @@ class PullRequestHoldService:
         key = (topic, queue_id)
         self._held.setdefault(key, []).append(held)
         try:
-            await asyncio.wait_for(held.woken, timeout_s)
-        except TimeoutError:
-            return False
-        else:
-            return True
+            return await wait_until(held.woken, timeout_s)
         finally:
             waiting = self._held.get(key)
             if waiting is not None:

@@ -9,6 +9,8 @@ import inspect
 import logging
 from collections.abc import Callable
 
+from rocketspark.aio import wait_until
+
 log = logging.getLogger(__name__)
 
 
@@ -34,7 +36,8 @@ class PeriodicService:
         self.initial_delay_s = interval_s if initial_delay_s is None else initial_delay_s
         self._action = action
         self._task: asyncio.Task[None] | None = None
-        self._wakeup = asyncio.Event()
+        self._triggered = False
+        self._waiter: asyncio.Future[None] | None = None
 
     @property
     def running(self) -> bool:
@@ -47,7 +50,9 @@ class PeriodicService:
 
     def trigger(self) -> None:
         """Run the action now instead of waiting for the rest of the interval."""
-        self._wakeup.set()
+        self._triggered = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -59,9 +64,13 @@ class PeriodicService:
     async def _run(self) -> None:
         delay = self.initial_delay_s
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), delay)
-            self._wakeup.clear()
+            if not self._triggered:
+                self._waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await wait_until(self._waiter, delay)
+                finally:
+                    self._waiter = None
+            self._triggered = False
             delay = self.interval_s
             try:
                 result = self._action()

@@ -24,6 +24,7 @@ from broker.store import record
 from broker.store.commitlog import CommitLog, Placement
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.results import PutResult, PutStatus
+from rocketspark.aio import wait_until
 from rocketspark.message.convert import stored_batch_from_producer, stored_batch_from_rows
 
 log = logging.getLogger(__name__)
@@ -173,15 +174,10 @@ class CommitLogAppender:
         loop = asyncio.get_running_loop()
         write = loop.run_in_executor(self._executor, self._build_and_write, current)
         status = PutStatus.PUT_OK
-        try:
-            if sync:
-                batch, length = await asyncio.wait_for(asyncio.shield(write), self._config.sync_flush_timeout / 1000)
-            else:
-                batch, length = await write
-        except TimeoutError:
+        if sync and not await wait_until(write, self._config.sync_flush_timeout / 1000):
             log.warning("fsync took longer than syncFlushTimeout=%d ms", self._config.sync_flush_timeout)
             status = PutStatus.FLUSH_DISK_TIMEOUT
-            batch, length = await write
+        batch, length = await write
         self.rounds += 1
         if sync:
             self.fsyncs += 1

@@ -112,6 +112,7 @@ class AsyncLitePullConsumer:
         self._subscriptions = _Subscriptions()
         self._queues: dict[MessageQueue, _QueueState] = {}
         self._buffer: asyncio.Queue[_Pulled] = asyncio.Queue()
+        self._rebalance_lock = asyncio.Lock()
         self._services = [
             PeriodicService("lite-pull-rebalance", rebalance_interval_ms / 1000, self._rebalance, initial_delay_s=0),
             PeriodicService("lite-pull-auto-commit", auto_commit_interval_ms / 1000, self._auto_commit),
@@ -239,6 +240,10 @@ class AsyncLitePullConsumer:
         await instance.heartbeat()
 
     async def _rebalance(self) -> None:
+        async with self._rebalance_lock:
+            await self._rebalance_now()
+
+    async def _rebalance_now(self) -> None:
         instance, store, _ = self._running()
         if self._subscriptions.assigned is not None:
             target = set(self._subscriptions.assigned)
@@ -377,7 +382,9 @@ class AsyncLitePullConsumer:
                 messages.extend(item.payload)
         return batches if self.arrow else messages
 
-    def _state(self, queue: MessageQueue) -> _QueueState:
+    async def _state(self, queue: MessageQueue) -> _QueueState:
+        if queue not in self._queues and queue in (self._subscriptions.assigned or ()):
+            await self._rebalance()  # assign() was called and its queues are not set up yet
         state = self._queues.get(queue)
         if state is None:
             raise ValidationError(f"{queue} is not assigned to this consumer (assigned: {sorted(self._queues)})")
@@ -386,7 +393,7 @@ class AsyncLitePullConsumer:
     async def seek(self, queue: MessageQueue, offset: int) -> None:
         """Read `queue` from `offset` next (it must lie within the queue's min and max offsets)."""
         instance, store, _ = self._running()
-        state = self._state(queue)
+        state = await self._state(queue)
         address = await instance.broker_address(queue.broker_name, queue.topic)
         low = await offset_api.get_min_offset(instance.remoting, address, queue.topic, queue.queue_id)
         high = await offset_api.get_max_offset(instance.remoting, address, queue.topic, queue.queue_id)

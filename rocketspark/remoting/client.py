@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from rocketspark.aio import wait_until
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S, Connection
@@ -61,10 +62,9 @@ class RemotingClient:
             self._connecting[address] = task
             task.add_done_callback(lambda done: self._connect_done(address, done))
         timeout = self.connect_timeout_s if timeout_s is None else min(timeout_s, self.connect_timeout_s)
-        try:
-            return await asyncio.wait_for(asyncio.shield(task), timeout)
-        except TimeoutError:
-            raise RemotingConnectError(f"cannot connect to {address}: no answer within {timeout:.3g} s") from None
+        if not await wait_until(task, timeout):  # the attempt goes on for other callers
+            raise RemotingConnectError(f"cannot connect to {address}: no answer within {timeout:.3g} s")
+        return task.result()
 
     async def _connect(self, address: str) -> Connection:
         host, port = split_address(address)
