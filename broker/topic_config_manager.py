@@ -41,7 +41,7 @@ class TopicConfigManager:
         system = [TopicConfig(SELF_TEST_TOPIC, 1, 1)]
         if self.config.auto_create_topic_enable:
             queues = self.config.default_topic_queue_nums
-            system.append(TopicConfig(AUTO_CREATE_TOPIC_KEY, queues, queues, int(Perm.INHERIT | DEFAULT_PERM)))
+            system.append(TopicConfig(AUTO_CREATE_TOPIC_KEY, queues, queues, Perm.INHERIT | DEFAULT_PERM))
         # Java creates a topic named after the cluster and one after the broker, so clients can
         # address "any broker of this cluster" or "this broker" by topic.
         system.append(TopicConfig(self.config.broker_cluster_name, 16, 16))
@@ -80,7 +80,7 @@ class TopicConfigManager:
                 code=ResponseCode.TOPIC_NOT_EXIST,
             )
         queues = max(1, min(client_queue_nums, template.write_queue_nums))
-        created = TopicConfig(topic, queues, queues, int(template.perm & ~Perm.INHERIT), topic_sys_flag=topic_sys_flag)
+        created = TopicConfig(topic, queues, queues, template.perm & ~Perm.INHERIT, topic_sys_flag=topic_sys_flag)
         log.info("topic %s created on first send from %s with %d queues", topic, default_topic, queues)
         return self.put(created)
 
@@ -90,7 +90,7 @@ class TopicConfigManager:
         if existing is not None:
             return existing
         log.info("retry topic %s created for group %s", topic, group)
-        return self.put(TopicConfig(topic, queue_nums, queue_nums, int(DEFAULT_PERM)))
+        return self.put(TopicConfig(topic, queue_nums, queue_nums, DEFAULT_PERM))
 
     def put(self, topic_config: TopicConfig) -> TopicConfig:
         if self.table.get(topic_config.topic_name) != topic_config:

@@ -280,6 +280,6 @@ class RouteInfoManager:
         for queues in self.topic_queue_table.values():
             queue_data = queues.get(broker_name)
             if queue_data is not None:
-                queue_data.perm = int(queue_data.perm | Perm.WRITE) if allow else int(queue_data.perm & ~Perm.WRITE)
+                queue_data.perm = (queue_data.perm | Perm.WRITE) if allow else (queue_data.perm & ~Perm.WRITE)
                 count += 1
         return count

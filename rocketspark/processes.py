@@ -22,6 +22,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from rocketspark.remoting.body.route import TopicRouteData
+from rocketspark.remoting.codes import RequestCode, ResponseCode
+from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.headers.namesrv import GetRouteInfoRequestHeader
+from rocketspark.remoting.sync import SyncRemotingClient
+
 _BOOT_LINE = re.compile(r"boot success\. listening on (\S+)")
 
 
@@ -138,3 +144,26 @@ def broker_process(data_dir: Path, namesrv: str, *extra_args: str, broker_name: 
     """A broker on a free loopback port registering with `namesrv`, storing under `data_dir` (not started)."""
     args = ["--port", "0", "--data-dir", str(data_dir), "--namesrv", namesrv, "--broker-name", broker_name, *extra_args]
     return ServerProcess("broker", args, data_dir / "broker.log")
+
+
+#: every broker serves one of these system topics once it registered (SELF_TEST_TOPIC always)
+REGISTRATION_PROBES = ("TBW102", "SELF_TEST_TOPIC")
+
+
+def wait_registered(
+    namesrv: str, broker: str, topics: tuple[str, ...] = REGISTRATION_PROBES, timeout_s: float = 15.0
+) -> None:
+    """Block until the name server routes one of `topics` to `broker` (it registered them)."""
+    deadline = time.monotonic() + timeout_s
+    with SyncRemotingClient() as client:
+        while True:
+            for topic in topics:
+                request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic))
+                response = client.invoke(namesrv, request, timeout_s=5)
+                if response.code == ResponseCode.SUCCESS:
+                    route = TopicRouteData.from_json(response.body)
+                    if any(b.master_address == broker for b in route.broker_datas):
+                        return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"broker {broker} did not register {topics} with {namesrv} within {timeout_s} s")
+            time.sleep(0.05)

@@ -2,35 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from rocketspark.processes import ServerProcess, broker_process, namesrv_process
-from rocketspark.remoting.body.route import TopicRouteData
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.namesrv import GetRouteInfoRequestHeader
-from rocketspark.remoting.sync import SyncRemotingClient
-
-#: every broker serves this topic (TBW102) once it registered, unless autoCreateTopicEnable is off
-_REGISTERED_PROBES = ("TBW102", "SELF_TEST_TOPIC")
-
-
-def wait_registered(namesrv: str, broker: str, timeout_s: float = 15.0) -> None:
-    """Block until the name server routes a system topic to `broker` (it registered)."""
-    deadline = time.monotonic() + timeout_s
-    with SyncRemotingClient() as client:
-        while True:
-            for topic in _REGISTERED_PROBES:
-                request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic))
-                response = client.invoke(namesrv, request, timeout_s=5)
-                if response.code == ResponseCode.SUCCESS:
-                    route = TopicRouteData.from_json(response.body)
-                    if any(b.master_address == broker for b in route.broker_datas):
-                        return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"broker {broker} did not register with {namesrv} within {timeout_s} s")
-            time.sleep(0.05)
+from rocketspark.processes import ServerProcess, broker_process, namesrv_process, wait_registered
 
 
 class ServerFactory:

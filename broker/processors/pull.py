@@ -20,6 +20,7 @@ from rocketspark.message.filter import build_subscription, filter_codes
 from rocketspark.message.schema import STORED_SCHEMA
 from rocketspark.remoting.body.heartbeat import SubscriptionData
 from rocketspark.remoting.body.topic import Perm
+from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
@@ -46,6 +47,13 @@ _STATUS_CODES = {
 class Encoding(enum.Enum):
     STANDARD = "standard"  # RocketMQ's binary records
     ARROW = "arrow"  # an Arrow IPC stream of STORED_SCHEMA batches
+
+
+#: bytes an answer adds to each body, besides it: a record's fixed fields, topic and properties,
+#: or a stored row's other columns. Counted against the byte limit so answers fit in a frame.
+MESSAGE_OVERHEAD = {Encoding.STANDARD: 160, Encoding.ARROW: 240}
+#: the largest body a pull answer may have: the frame limit less room for the header
+MAX_ANSWER_BYTES = DEFAULT_MAX_FRAME_LENGTH - 64 * 1024
 
 
 def response_code(result: GetResult, requested_offset: int) -> ResponseCode:
@@ -114,6 +122,7 @@ class PullMessageProcessor:
                 max_messages=max_messages,
                 max_bytes=max_bytes,
                 tag_codes_filter=codes,
+                message_overhead=MESSAGE_OVERHEAD[encoding],
             )
 
         result = await fetch()
@@ -126,6 +135,12 @@ class PullMessageProcessor:
         body = b""
         if code == ResponseCode.SUCCESS:
             body = self._encode(result, encoding)
+            while len(body) > MAX_ANSWER_BYTES and result.message_count > 1:
+                # the overhead estimate was short (large properties): answer with fewer messages
+                max_messages = result.message_count // 2
+                result = await fetch()
+                body = self._encode(result, encoding)
+            self._count(result, encoding)
         elif code == ResponseCode.PULL_OFFSET_MOVED:
             log.info(
                 "offset %d of %s:%d moved for group %s; next %d (min %d, max %d)",
@@ -144,14 +159,18 @@ class PullMessageProcessor:
         )
 
     def _encode(self, result: GetResult, encoding: Encoding) -> bytes:
+        if encoding is Encoding.ARROW:
+            return arrow_stream(result.batches)
+        return b"".join(encode_records(batch, self.controller.address) for batch in result.batches)
+
+    def _count(self, result: GetResult, encoding: Encoding) -> None:
         stats = self.controller.stats
         if encoding is Encoding.ARROW:
             stats.arrow_pull_requests += 1
             stats.arrow_pull_messages += result.message_count
-            return arrow_stream(result.batches)
-        stats.standard_pull_requests += 1
-        stats.standard_pull_messages += result.message_count
-        return b"".join(encode_records(batch, self.controller.address) for batch in result.batches)
+        else:
+            stats.standard_pull_requests += 1
+            stats.standard_pull_messages += result.message_count
 
     def _check(self, request: RemotingCommand, header: PullMessageRequestHeader) -> RemotingCommand | None:
         controller = self.controller

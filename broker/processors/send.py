@@ -125,6 +125,9 @@ class SendMessageProcessor:
                 StandardMessage(
                     body=body,
                     properties=encoded,
+                    tags=properties.get(props.TAGS) or None,
+                    keys=properties.get(props.KEYS) or None,
+                    uniq_key=properties.get(props.UNIQ_KEY) or None,
                     flag=flag,
                     sys_flag=header.sys_flag,
                     born_timestamp=header.born_timestamp,

@@ -36,6 +36,9 @@ class StandardMessage:
 
     body: bytes
     properties: str  # RocketMQ's encoded form, system properties included
+    tags: str | None = None  # from the properties, parsed by the processor
+    keys: str | None = None
+    uniq_key: str | None = None
     flag: int = 0
     sys_flag: int = 0
     born_timestamp: int = 0
@@ -254,6 +257,9 @@ class CommitLogAppender:
             store_host=self.store_host,
             bodies=[m.body for m in messages],
             properties=[m.properties for m in messages],
+            tags=[m.tags for m in messages],
+            keys=[m.keys for m in messages],
+            uniq_keys=[m.uniq_key for m in messages],
             flags=[m.flag for m in messages],
             sys_flags=[m.sys_flag for m in messages],
             born_timestamps=[m.born_timestamp for m in messages],

@@ -228,10 +228,10 @@ class CommitLog:
         if position in self._cache:
             return
         self._cache[position] = batch
-        self._cache_bytes += batch.nbytes
+        self._cache_bytes += batch.get_total_buffer_size()
         while self._cache_bytes > self._cache_limit and len(self._cache) > 1:
             _, evicted = self._cache.popitem(last=False)
-            self._cache_bytes -= evicted.nbytes
+            self._cache_bytes -= evicted.get_total_buffer_size()
 
     # -- retention -----------------------------------------------------------------------------
 
@@ -250,7 +250,7 @@ class CommitLog:
             self._starts.pop(0)
             self._unflushed.discard(oldest)
             for position in [p for p in self._cache if p < oldest.end]:
-                self._cache_bytes -= self._cache.pop(position).nbytes
+                self._cache_bytes -= self._cache.pop(position).get_total_buffer_size()
         return self.min_offset
 
     def close(self) -> None:

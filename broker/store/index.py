@@ -25,8 +25,13 @@ log = logging.getLogger(__name__)
 INDEX_ENTRY = np.dtype([("hash", "<i8"), ("commit_log_offset", "<i8"), ("store_ts", "<i8")])
 
 
+#: the columns of a stored batch that its index entries are built from
+INDEXED_COLUMNS = ["topic", "keys", "msg_id", "commit_log_offset", "store_timestamp"]
+
+
 def index_entries(batch: pa.RecordBatch) -> np.ndarray:
-    """The index entries of one stored batch: each KEYS token and the msgId, per message."""
+    """The index entries of stored messages (all columns, or INDEXED_COLUMNS): each KEYS token
+    and the msgId, per message."""
     keys = pc.split_pattern(pc.fill_null(batch.column("keys"), ""), " ")
     tokens = pc.list_flatten(keys)
     parents = pc.list_parent_indices(keys)

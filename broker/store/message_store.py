@@ -23,7 +23,7 @@ from broker.store.checkpoint import Checkpoint
 from broker.store.commitlog import CommitLog, Placement
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.consume_queue import CQ_ENTRY, ConsumeQueue
-from broker.store.index import IndexService, index_entries
+from broker.store.index import INDEXED_COLUMNS, IndexService, index_entries
 from broker.store.results import GetResult, GetStatus, PutResult
 from rocketspark.message.convert import tag_codes
 from rocketspark.service import PeriodicService
@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 ArrivalListener = Callable[[str, int, int, np.ndarray], None]
 
 _MIN_SCAN_ENTRIES = 16_000
+_INDEX_BATCH_ROWS = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,10 @@ class MessageStore:
         self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="store-read")
         self._listeners: list[ArrivalListener] = []
         self._dispatched = 0  # commit log offset up to which consume queues and index are built
+        # batches whose index entries are not built yet: building them together saves the
+        # fixed cost of the Arrow kernels per batch (the index serves lookups, not pulls)
+        self._unindexed: list[tuple[int, pa.RecordBatch]] = []
+        self._unindexed_rows = 0
         self._commit_log_flushed = 0
         self.appender = CommitLogAppender(
             self.commit_log,
@@ -268,7 +273,20 @@ class MessageStore:
             queue.append(int(queue_offsets[first]), entries)
             for listener in self._listeners:
                 listener(topic, queue_id, queue.max_offset, entries["tags_code"])
-        self.index.add(segment_start, index_entries(batch))
+        self._unindexed.append((segment_start, batch.select(INDEXED_COLUMNS)))
+        self._unindexed_rows += batch.num_rows
+        if self._unindexed_rows >= _INDEX_BATCH_ROWS:
+            self._build_index()
+
+    def _build_index(self) -> None:
+        """Index the dispatched batches not indexed yet, one Arrow pass per segment."""
+        pending, self._unindexed, self._unindexed_rows = self._unindexed, [], 0
+        by_segment: dict[int, list[pa.RecordBatch]] = {}
+        for segment_start, batch in pending:
+            by_segment.setdefault(segment_start, []).append(batch)
+        for segment_start, batches in by_segment.items():
+            combined = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+            self.index.add(segment_start, index_entries(combined))
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self._listeners.append(listener)
@@ -284,6 +302,7 @@ class MessageStore:
 
     async def flush_logics(self) -> None:
         """Persist new consume queue and index entries, then the checkpoint that vouches for them."""
+        self._build_index()
         dispatched = self._dispatched
         queue_flushes = [p for p in (q.pending_flush() for q in self.queues.values()) if p is not None]
         lengths = {f"{topic}:{queue_id}": q.max_offset for (topic, queue_id), q in self.queues.items()}
@@ -306,6 +325,7 @@ class MessageStore:
         hours = self.config.delete_hours()
         if hours is not None and time.localtime().tm_hour not in hours:
             return
+        self._build_index()
         before = self.commit_log.min_offset
         min_offset = self.commit_log.delete_expired(self.config.file_reserved_time * 3600)
         if min_offset != before:
@@ -354,8 +374,13 @@ class MessageStore:
         max_messages: int,
         max_bytes: int,
         tag_codes_filter: frozenset[int] | None = None,
+        message_overhead: int = 0,
     ) -> GetResult:
-        """RocketMQ's `getMessage`: up to `max_messages` from `offset`, filtered by tag codes."""
+        """RocketMQ's `getMessage`: up to `max_messages` from `offset`, filtered by tag codes.
+
+        `max_bytes` caps body bytes plus `message_overhead` per message (what the answer's encoding
+        adds to each body), so an answer stays within a frame.
+        """
         queue = self.queues.get((topic, queue_id))
         if queue is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -376,7 +401,8 @@ class MessageStore:
             candidates = np.arange(len(scanned))
         matched = candidates[:max_messages]
         if len(matched):
-            fits = int(np.searchsorted(np.cumsum(scanned["size"][matched]), max_bytes, side="right"))
+            sizes = scanned["size"][matched].astype(np.int64) + message_overhead
+            fits = int(np.searchsorted(np.cumsum(sizes), max_bytes, side="right"))
             matched = matched[: max(1, fits)]
         # stop right after the last message taken when the limits cut the scan short
         cut = len(matched) < len(candidates)
@@ -432,6 +458,7 @@ class MessageStore:
         self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int, *, unique_key: bool
     ) -> list[pa.RecordBatch]:
         """Messages of `topic` whose KEYS contain `key` (or whose msgId is `key`), newest first."""
+        self._build_index()
         found: list[pa.RecordBatch] = []
         for offset in self.index.lookup(topic, key, begin_ms, end_ms, max_num * 4):
             message = await self.message_at(offset)

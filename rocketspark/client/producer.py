@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -46,6 +47,7 @@ from rocketspark.message.validation import (
     validate_body,
     validate_send_topic,
 )
+from rocketspark.remoting.body.route import TopicRouteData
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.errors import RemotingError, RemotingTimeoutError
 from rocketspark.remoting.headers.send import SendMessageRequestHeader
@@ -106,6 +108,8 @@ class AsyncProducer:
         self._selector = RoundRobinSelector()
         self._ids = UniqueIdGenerator(self.client_config.client_ip)
         self._standard_only: set[str] = set()  # brokers that answered the Arrow send "not supported"
+        # topic -> (the route the queues were derived from, the queues)
+        self._publish_cache: dict[str, tuple[TopicRouteData, list[MessageQueue]]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -158,6 +162,12 @@ class AsyncProducer:
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """The queues a send to `topic` may go to; for an unknown topic, those TBW102 offers."""
         instance = self._running()
+        cached = self._publish_cache.get(topic)
+        if cached is not None:
+            current = instance.routes.get(topic)
+            template = instance.routes.get(AUTO_CREATE_TOPIC_KEY)
+            if current is cached[0] or (current is None and template is cached[0]):
+                return cached[1]
         instance.use_topic(topic)
         try:
             route = await instance.route(topic)
@@ -170,10 +180,13 @@ class AsyncProducer:
                     f"(name server {instance.namesrv.current}); create it first",
                     code=ResponseCode.TOPIC_NOT_EXIST,
                 ) from None
-            route = with_queue_limit(template, self.default_topic_queue_nums)
-        queues = publish_queues(topic, route)
+            queues = publish_queues(topic, with_queue_limit(template, self.default_topic_queue_nums))
+            route = template
+        else:
+            queues = publish_queues(topic, route)
         if not queues:
             raise TopicNotExistError(f"topic {topic} has no writable queue", code=ResponseCode.TOPIC_NOT_EXIST)
+        self._publish_cache[topic] = (route, queues)
         return queues
 
     # -- single messages -----------------------------------------------------------------------
@@ -364,7 +377,7 @@ class AsyncProducer:
         batch = batch.set_column(batch.schema.get_field_index("uniq_key"), "uniq_key", uniq)
         sizes = lengths.to_numpy(zero_copy_only=False)
         results = []
-        for start, end in _chunks(list(sizes), ARROW_REQUEST_BYTES):
+        for start, end in _chunks(sizes, ARROW_REQUEST_BYTES):
             results.extend(await self._send_arrow_chunk(topic, batch.slice(start, end - start), queue))
         return results
 
@@ -421,15 +434,14 @@ class AsyncProducer:
         ]
 
 
-def _chunks(sizes: Sequence[int], limit: int) -> list[tuple[int, int]]:
+def _chunks(sizes: Sequence[int] | np.ndarray, limit: int) -> list[tuple[int, int]]:
     """[start, end) ranges of consecutive items whose sizes add up to at most `limit` (at least one item each)."""
+    totals = np.cumsum(np.asarray(sizes, dtype=np.int64))
     ranges = []
-    start = total = 0
-    for index, size in enumerate(sizes):
-        if index > start and total + size > limit:
-            ranges.append((start, index))
-            start, total = index, 0
-        total += size
-    if start < len(sizes):
-        ranges.append((start, len(sizes)))
+    start = 0
+    while start < len(totals):
+        before = int(totals[start - 1]) if start else 0
+        end = max(start + 1, int(np.searchsorted(totals, before + limit, side="right")))
+        ranges.append((start, end))
+        start = end
     return ranges

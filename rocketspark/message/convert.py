@@ -17,6 +17,7 @@ cutting keys and values out of that buffer as Arrow arrays.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -27,7 +28,7 @@ import pyarrow.compute as pc
 
 from rocketspark.message import ids, sysflag
 from rocketspark.message import properties as props
-from rocketspark.message.hashing import java_string_hash_array
+from rocketspark.message.hashing import java_string_hash, java_string_hash_array
 from rocketspark.message.schema import PRODUCER_SCHEMA, SPARK_SCHEMA, SPARK_TIMESTAMP, STORED_SCHEMA
 
 #: map<string not null, string not null>: properties as PRODUCER_SCHEMA and SPARK_SCHEMA hold them.
@@ -252,9 +253,22 @@ def message_ids(uniq_keys: pa.Array, offset_msg_ids: Callable[[np.ndarray], pa.A
     return pc.replace_with_mask(uniq_keys, pa.array(missing), offset_msg_ids(np.flatnonzero(missing)))
 
 
+#: below this many rows, per-row Python beats the fixed cost of Arrow kernels
+_SMALL_BATCH = 32
+
+
 def tag_codes(tags: pa.Array) -> np.ndarray:
     """The consume-queue tag code of each row: Java's `String.hashCode` of the tags, 0 for none."""
+    if tags.null_count == len(tags):
+        return np.zeros(len(tags), dtype=np.int64)
+    if len(tags) <= _SMALL_BATCH:  # Arrow kernels cost more than they save for a few rows
+        return np.array([_tag_code(tag) for tag in tags.to_pylist()], dtype=np.int64)
     return java_string_hash_array(tags)
+
+
+@functools.lru_cache(maxsize=1024)  # a topic uses few distinct tags
+def _tag_code(tag: str | None) -> int:
+    return java_string_hash(tag) if tag else 0
 
 
 def decompress_bodies(bodies: pa.Array, sys_flags: np.ndarray) -> tuple[pa.Array, np.ndarray]:
@@ -494,6 +508,9 @@ def stored_batch_from_rows(
     store_host: str,
     bodies: Sequence[bytes],
     properties: Sequence[str],
+    tags: Sequence[str | None],
+    keys: Sequence[str | None],
+    uniq_keys: Sequence[str | None],
     flags: Sequence[int],
     sys_flags: Sequence[int],
     born_timestamps: Sequence[int],
@@ -503,22 +520,21 @@ def stored_batch_from_rows(
     """The STORED_SCHEMA batch for messages that standard clients sent (SEND_MESSAGE, batch bodies).
 
     Each sequence has one value per message, which may belong to different queues; they take
-    consecutive commit log offsets. `properties` are the encoded strings the clients sent, from
-    which the tags, keys and UNIQ_KEY columns are read.
+    consecutive commit log offsets. `properties` are the encoded strings the clients sent; the
+    broker already parsed them one message at a time, so tags, keys and UNIQ_KEY come along as
+    values (rebuilding them here with Arrow kernels costs more than it saves for small rounds).
     """
     encoded = pa.array(properties, pa.string())
-    _check_properties_length(encoded)
-    tags, keys, uniq_key = property_values(encoded, props.TAGS, props.KEYS, props.UNIQ_KEY)
     return _stored_batch(
         first_commit_log_offset=first_commit_log_offset,
         store_host=store_host,
-        uniq_key=uniq_key,
+        uniq_key=pa.array(uniq_keys, pa.string()),
         columns={
             "topic": pa.array(topics, pa.string()),
             "queue_id": np.asarray(queue_ids, dtype=np.int32),
             "queue_offset": np.asarray(queue_offsets, dtype=np.int64),
-            "tags": tags,
-            "keys": keys,
+            "tags": pa.array(tags, pa.string()),
+            "keys": pa.array(keys, pa.string()),
             "body": pa.array(bodies, pa.binary()),
             "flag": np.asarray(flags, dtype=np.int32),
             "sys_flag": np.asarray(sys_flags, dtype=np.int32),

@@ -23,21 +23,12 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def _powers_of_31(count: int) -> np.ndarray:
-    powers = np.empty(max(count, 1), dtype=np.uint32)
-    powers[0] = 1
-    if count > 1:
-        # 31^k mod 2^32, computed with wrapping uint32 multiplication
-        powers[1:] = 31
-        np.multiply.accumulate(powers[1:], out=powers[1:])
-    return powers
-
-
 def java_string_hash_array(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Vectorized `String.hashCode()` of every element (int64; null and "" give 0).
 
-    ASCII strings (one byte = one UTF-16 unit) are hashed with numpy; the rare others fall
-    back to the scalar function.
+    Strings of equal length are hashed together with Horner's rule over a 2-D view (one numpy step
+    per character position, wrapping in uint32 as Java's int does); the rare non-ASCII strings
+    (where bytes are not UTF-16 units) fall back to the scalar function.
     """
     if isinstance(strings, pa.ChunkedArray):
         strings = strings.combine_chunks() if strings.num_chunks else pa.array([], pa.string())
@@ -49,24 +40,28 @@ def java_string_hash_array(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
     filled = pc.fill_null(strings, "")
     offsets = np.frombuffer(filled.buffers()[1], dtype=np.int32, count=n + 1, offset=filled.offset * 4)
     start, end = int(offsets[0]), int(offsets[-1])
-    data_buffer = filled.buffers()[2]
-    data = np.frombuffer(data_buffer, dtype=np.uint8, count=end - start, offset=start) if end > start else None
-    if data is None:
+    if end == start:
         return result
+    data = np.frombuffer(filled.buffers()[2], dtype=np.uint8, count=end - start, offset=start)
+    starts = offsets[:-1] - start
     lengths = np.diff(offsets)
-    local_starts = offsets[:-1] - start
-    # exponent of each byte: distance to the end of its own string, minus one
-    string_of_byte = np.repeat(np.arange(n), lengths)
-    exponents = (offsets[1:] - start)[string_of_byte] - 1 - np.arange(end - start)
-    terms = data.astype(np.uint32) * _powers_of_31(int(lengths.max()))[exponents]
-    non_empty = lengths > 0
-    sums = np.add.reduceat(terms, local_starts[non_empty]).astype(np.uint32) if non_empty.any() else None
-    if sums is not None:
-        result[non_empty] = sums.view(np.int32)
-    non_ascii = np.zeros(n, dtype=bool)
-    high = data >= 0x80
-    if high.any():
-        non_ascii[np.unique(string_of_byte[high])] = True
-        for i in np.flatnonzero(non_ascii):
-            result[i] = java_string_hash(filled[i].as_py())
+    ascii_only = int(data.max()) < 0x80
+    distinct = np.unique(lengths)
+    for length in distinct:
+        if length == 0:
+            continue
+        if len(distinct) == 1:  # all of one length: the data buffer is already the matrix
+            rows = np.arange(n)
+            chars = data.reshape(n, int(length))
+        else:
+            rows = np.flatnonzero(lengths == length)
+            chars = data[starts[rows, None] + np.arange(length)]  # (rows, length)
+        h = np.zeros(len(rows), dtype=np.uint32)
+        for column in range(int(length)):
+            h *= np.uint32(31)
+            h += chars[:, column]
+        result[rows] = h.view(np.int32)
+        if not ascii_only:
+            for i in rows[(chars >= 0x80).any(axis=1)]:
+                result[i] = java_string_hash(filled[int(i)].as_py())
     return result

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import ipaddress
 import os
 import random
@@ -21,13 +22,13 @@ import time
 import numpy as np
 import pyarrow as pa
 
-_HEX_PAIRS = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint8).reshape(256, 2)
+_TAIL = struct.Struct(">iH")  # ms since the month began, counter
 
 
 def _hex_rows(rows: np.ndarray) -> pa.Array:
     """Uppercase hex of each row of a 2-D uint8 array, as a string array of equal-width values."""
     n, width = rows.shape
-    chars = _HEX_PAIRS[rows].reshape(n * width * 2)
+    chars = np.ascontiguousarray(rows).tobytes().hex().upper().encode()  # one C pass over all rows
     offsets = np.arange(0, n * width * 2 + 1, width * 2, dtype=np.int32)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(chars)])
 
@@ -39,8 +40,13 @@ def socket_address_bytes(address: str) -> bytes:
     return ip.packed + struct.pack(">i", int(port))
 
 
+@functools.lru_cache(maxsize=64)
+def _host_hex(store_host: str) -> str:
+    return socket_address_bytes(store_host).hex().upper()
+
+
 def offset_msg_id(store_host: str, commit_log_offset: int) -> str:
-    return (socket_address_bytes(store_host) + struct.pack(">q", commit_log_offset)).hex().upper()
+    return _host_hex(store_host) + f"{commit_log_offset & 0xFFFFFFFFFFFFFFFF:016X}"
 
 
 def offset_msg_ids(store_host: str, commit_log_offsets: np.ndarray) -> pa.Array:
@@ -97,6 +103,7 @@ class UniqueIdGenerator:
         packed = ipaddress.ip_address(ip or local_ip()).packed[-4:]
         fixed = packed + struct.pack(">h", os.getpid() & 0x7FFF) + struct.pack(">i", random.getrandbits(31))
         self._prefix = np.frombuffer(fixed, dtype=np.uint8)
+        self._prefix_hex = fixed.hex().upper()
         self._lock = threading.Lock()
         self._counter = 0
         self._month_start, self._next_month = _month_start_ms(int(time.time() * 1000))
@@ -111,7 +118,8 @@ class UniqueIdGenerator:
             return now - self._month_start, first
 
     def next(self) -> str:
-        return str(self.next_many(1)[0])
+        elapsed, counter = self._reserve(1)
+        return self._prefix_hex + _TAIL.pack(elapsed & 0x7FFFFFFF, counter).hex().upper()
 
     def next_many(self, count: int) -> pa.Array:
         """`count` new ids as a string array (one reservation, vectorized formatting)."""

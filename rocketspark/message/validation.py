@@ -6,6 +6,7 @@ the error's response code).
 
 from __future__ import annotations
 
+import functools
 import re
 
 from rocketspark.errors import ValidationError
@@ -69,10 +70,12 @@ def _check_name(kind: str, name: str, max_length: int) -> None:
         )
 
 
+@functools.lru_cache(maxsize=4096)  # invalid names raise, and exceptions are not cached
 def validate_topic(topic: str) -> None:
     _check_name("topic", topic, TOPIC_MAX_LENGTH)
 
 
+@functools.lru_cache(maxsize=4096)
 def validate_send_topic(topic: str) -> None:
     validate_topic(topic)
     if topic in NOT_ALLOWED_SEND_TOPICS:

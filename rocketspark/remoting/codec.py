@@ -132,9 +132,12 @@ def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
     ext: dict[str, str] = {}
     if raw_ext:
         for key, value in raw_ext.items():
-            normalised = _ext_value(value)
-            if normalised is not None:
-                ext[key] = normalised
+            if type(value) is str:  # what Java and this project send: the fast path
+                ext[key] = value
+            else:
+                normalised = _ext_value(value)
+                if normalised is not None:
+                    ext[key] = normalised
     remark = header.get("remark")
     return RemotingCommand(
         code=_int_field(header, "code", None),

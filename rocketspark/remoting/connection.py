@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from rocketspark.errors import RocketMQError
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode
@@ -57,8 +57,7 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
         self.remote_address = _format_address(transport.get_extra_info("peername"))
         self.local_address = _format_address(transport.get_extra_info("sockname"))
         if self._idle_timeout_s > 0:

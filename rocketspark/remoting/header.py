@@ -4,15 +4,18 @@ A header class declares its fields with Python types (`str`, `int`, `bool`, opti
 a field without a default is required (Java's `@CFNotNull`). On the wire every value is a
 string, as Java's `makeCustomHeaderToNet` writes it: booleans as `true`/`false`, `None` omitted.
 Business logic only ever sees the typed object.
+
+Headers are encoded and decoded on every request, so each class gets its two converters generated
+once, as straight-line code (the way `dataclasses` builds `__init__`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Self
 
 from rocketspark.remoting.errors import HeaderFieldError
-from rocketspark.remoting.schema import parse_text, wire_fields
+from rocketspark.remoting.schema import WireField, parse_text, wire_fields
 
 
 def format_value(value: Any) -> str:
@@ -22,28 +25,58 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
+def _encoder(cls: type) -> Callable[[Any], dict[str, str]]:
+    lines = ["def to_ext_fields(self):", "    ext = {}"]
+    for f in wire_fields(cls):
+        if f.type is bool:
+            converted = "('true' if v else 'false')"
+        elif f.type is str:
+            converted = "v"
+        else:
+            converted = "str(v)"
+        lines += [f"    v = self.{f.attr}", "    if v is not None:", f"        ext[{f.wire_name!r}] = {converted}"]
+    lines.append("    return ext")
+    namespace: dict[str, Any] = {}
+    exec("\n".join(lines), namespace)  # generated from the class's own field list
+    encode: Callable[[Any], dict[str, str]] = namespace["to_ext_fields"]
+    return encode
+
+
+def _parser(f: WireField) -> Callable[[str], Any]:
+    if f.type is str:
+        return str
+    if f.type is int:
+        return int  # int() itself ignores surrounding blanks
+    return lambda raw: parse_text(raw, f.type)
+
+
+_encoders: dict[type, Callable[[Any], dict[str, str]]] = {}
+_decoders: dict[type, tuple[tuple[WireField, Callable[[str], Any]], ...]] = {}
+
+
 class CommandHeader:
     """Base class of header dataclasses; see the module docstring."""
 
     def to_ext_fields(self) -> dict[str, str]:
-        ext: dict[str, str] = {}
-        for f in wire_fields(type(self)):
-            value = getattr(self, f.attr)
-            if value is not None:
-                ext[f.wire_name] = format_value(value)
-        return ext
+        encode = _encoders.get(type(self))
+        if encode is None:
+            encode = _encoders[type(self)] = _encoder(type(self))
+        return encode(self)
 
     @classmethod
     def from_ext_fields(cls, ext: Mapping[str, str]) -> Self:
+        decoders = _decoders.get(cls)
+        if decoders is None:
+            decoders = _decoders[cls] = tuple((f, _parser(f)) for f in wire_fields(cls))
         kwargs: dict[str, Any] = {}
-        for f in wire_fields(cls):
+        for f, parse in decoders:
             raw = ext.get(f.wire_name)
             if raw is None or (raw == "" and f.type is not str):
                 if f.required:
                     raise HeaderFieldError(f"{cls.__name__}: missing required field '{f.wire_name}'")
                 continue
             try:
-                kwargs[f.attr] = parse_text(raw, f.type)
+                kwargs[f.attr] = parse(raw)
             except ValueError as exc:
                 raise HeaderFieldError(f"{cls.__name__}: field '{f.wire_name}' = {raw!r} is invalid: {exc}") from None
         return cls(**kwargs)

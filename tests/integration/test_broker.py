@@ -169,6 +169,8 @@ async def test_bad_input_gets_specific_answers(cluster, client) -> None:
     _, broker = cluster
     with pytest.raises(MessageIllegalError, match="limit"):
         await send(client, broker.address, "Bad", b"x" * (4 * 1024 * 1024 + 1))
+    with pytest.raises(MessageIllegalError, match="at most 32,767"):
+        await send(client, broker.address, "Bad", b"x", big="p" * 40_000)
     with pytest.raises(MessageIllegalError, match="delayed"):
         await send(client, broker.address, "Bad", b"later", DELAY="3")
     header = send_header("Bad", props=properties(), sys_flag=TRANSACTION_PREPARED_TYPE)
@@ -379,3 +381,27 @@ async def test_malformed_arrow_batch_stores_nothing(cluster, client) -> None:
     with pytest.raises(MessageIllegalError, match="Arrow IPC"):
         await call(client, broker.address, request)
     assert await offset.get_max_offset(client, broker.address, "ArrowBad", 0) == 0
+
+
+async def test_arrow_pull_answers_fit_in_a_frame(cluster, client) -> None:
+    """Rows much larger than their bodies (big properties) still come back within 16 MiB frames."""
+    _, broker = cluster
+    rows = 20_000
+    table = pa.table(
+        {
+            "body": [b"b"] * rows,
+            "properties": pa.array([[("padding", "p" * 1000)]] * rows, pa.map_(pa.string(), pa.string())),
+        }
+    )
+    header = send_header("WideRows", queue_id=0)
+    for start in range(0, rows, 5_000):
+        chunk = producer_batch(table.slice(start, 5_000))
+        await send_arrow(client, broker.address, BROKER_NAME, header, chunk, first_msg_id="")
+    received, offset_now = 0, 0
+    while received < rows:
+        pulled = await pull(client, broker.address, "WideRows", 0, offset_now, max_nums=100_000, arrow=True)
+        assert pulled.status is PullStatus.FOUND
+        assert len(pulled.body) < 16 * 1024 * 1024
+        received += pa.ipc.open_stream(pulled.body).read_all().num_rows
+        offset_now = pulled.next_begin_offset
+    assert received == rows

@@ -28,6 +28,9 @@ def message(
     return StandardMessage(
         body=body,
         properties=encode_properties(properties),
+        tags=tags,
+        keys=keys,
+        uniq_key=uniq,
         born_timestamp=1_700_000_000_000,
         born_host="127.0.0.1:5555",
     )

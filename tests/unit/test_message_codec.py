@@ -42,6 +42,8 @@ def stored(
     store_host: str = STORE_HOST,
 ) -> pa.RecordBatch:
     n = len(bodies)
+    properties = properties if properties is not None else [""] * n
+    parsed = [props.decode_properties(text) for text in properties]
     return stored_batch_from_rows(
         topics=[topic] * n,
         queue_ids=[3] * n,
@@ -50,7 +52,10 @@ def stored(
         store_timestamp=1_700_000_000_123,
         store_host=store_host,
         bodies=bodies,
-        properties=properties if properties is not None else [""] * n,
+        properties=properties,
+        tags=[p.get(props.TAGS) for p in parsed],
+        keys=[p.get(props.KEYS) for p in parsed],
+        uniq_keys=[p.get(props.UNIQ_KEY) for p in parsed],
         flags=[7 + i for i in range(n)],
         sys_flags=sys_flags if sys_flags is not None else [0] * n,
         born_timestamps=[1_700_000_000_000 + i for i in range(n)],

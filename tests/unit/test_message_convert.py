@@ -294,7 +294,7 @@ def test_stored_batch_from_producer() -> None:
     ]
 
 
-def test_stored_batch_from_rows_reads_tags_keys_and_ids_from_the_properties() -> None:
+def test_stored_batch_from_rows_assigns_offsets_and_ids() -> None:
     properties = ["TAGS\x01TagA\x02UNIQ_KEY\x01U0\x02WAIT\x01true\x02", "KEYS\x01k\x02", ""]
     stored = stored_batch_from_rows(
         topics=["TopicTest", "TopicTest", "Other"],
@@ -305,6 +305,9 @@ def test_stored_batch_from_rows_reads_tags_keys_and_ids_from_the_properties() ->
         store_host=STORE_HOST,
         bodies=[b"a", b"b", b"c"],
         properties=properties,
+        tags=["TagA", None, None],
+        keys=[None, "k", None],
+        uniq_keys=["U0", None, None],
         flags=[0, 1, 2],
         sys_flags=[0, 0, sysflag.COMPRESSED],
         born_timestamps=[1, 1, 1],
@@ -324,26 +327,6 @@ def test_stored_batch_from_rows_reads_tags_keys_and_ids_from_the_properties() ->
     assert stored.column("queue_id").to_pylist() == [1, 1, 0]
     assert stored.column("queue_offset").to_pylist() == [7, 8, 0]
     assert stored.column("commit_log_offset").to_pylist() == [900, 901, 902]
-    with pytest.raises(ValueError, match="at most 32767"):
-        stored_batch_from_rows(**{**_one_row(), "properties": ["x" * 40000]})
-
-
-def _one_row() -> dict[str, object]:
-    return {
-        "topics": ["T"],
-        "queue_ids": [0],
-        "queue_offsets": [0],
-        "first_commit_log_offset": 0,
-        "store_timestamp": 0,
-        "store_host": STORE_HOST,
-        "bodies": [b""],
-        "properties": [""],
-        "flags": [0],
-        "sys_flags": [0],
-        "born_timestamps": [0],
-        "born_hosts": ["10.0.0.1:1"],
-        "reconsume_times": [0],
-    }
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from enum import IntFlag
 from typing import Any
 
 import orjson
@@ -13,8 +12,9 @@ import orjson
 from rocketspark.remoting.body.jsonbody import JsonBody, loads
 
 
-class Perm(IntFlag):
-    """`PermName`: what clients may do with a topic's queues on a broker."""
+class Perm:
+    """`PermName` bits: what clients may do with a topic's queues on a broker (plain ints: these
+    are tested on every send and pull, where enum flags cost more than the test)."""
 
     INHERIT = 1
     WRITE = 2
@@ -35,7 +35,7 @@ class TopicConfig(JsonBody):
     topic_name: str
     read_queue_nums: int = 16
     write_queue_nums: int = 16
-    perm: int = int(DEFAULT_PERM)
+    perm: int = DEFAULT_PERM
     topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False

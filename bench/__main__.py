@@ -1,0 +1,39 @@
+"""`python -m bench <scenario> [--seconds S] [--messages N]`, or `python -m bench all`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from bench import consume, ingest, latency
+from bench.environment import describe
+from rocketspark.serving import run_event_loop
+
+SCENARIOS = {
+    "ingest": (ingest.main, "broker ingest: single sends, batches of 16, Arrow batches; both flush modes"),
+    "consume": (consume.main, "lite-pull consumer reading stored messages: standard records vs Arrow"),
+    "latency": (latency.main, "send-to-receipt latency at 1,000 msg/s with long polling"),
+}
+DEFAULT_MESSAGES = {"ingest": 10_000_000, "consume": 2_000_000, "latency": 1_000_000}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("scenario", choices=[*SCENARIOS, "all"])
+    parser.add_argument("--seconds", type=float, default=10.0, help="longest run of one measurement (default 10)")
+    parser.add_argument("--messages", type=int, help="most messages of one measurement (default: per scenario)")
+    args = parser.parse_args(argv)
+    chosen = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    print(f"machine: {describe()}")
+    for name in chosen:
+        function, what = SCENARIOS[name]
+        print(f"\n== {name}: {what}", flush=True)
+        started = time.perf_counter()
+        run_event_loop(function(args.seconds, args.messages or DEFAULT_MESSAGES[name]))
+        print(f"  ({name} took {time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""`latency`: one message at a time at 1,000 msg/s, from send to receipt by a long-polling consumer.
+
+Producer and lite-pull consumer run in one process (one clock); each message carries its send
+time. The consumer starts at the queues' ends and receives through held pulls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+
+from bench.cluster import cluster
+from bench.ingest import QUEUES, prepare_topic
+from bench.report import percentiles_ms, progress, record
+from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, Message
+from rocketspark.aio import wait_until
+
+TOPIC = "BenchIngest"
+RATE = 1_000
+
+
+async def _assigned(consumer: AsyncLitePullConsumer) -> None:
+    while len(consumer.assignment()) < QUEUES:  # noqa: ASYNC110 - the assignment has no event to await
+        await asyncio.sleep(0.05)
+
+
+async def main(seconds: float, limit: int) -> None:
+    count = int(min(limit, seconds * RATE))
+    latencies: list[float] = []
+    with cluster() as target:
+        await prepare_topic(target)
+        consumer = AsyncLitePullConsumer(
+            "bench_latency",
+            namesrv_addr=target.namesrv_addr,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            auto_commit=False,
+        )
+        async with AsyncProducer("bench_latency", namesrv_addr=target.namesrv_addr) as producer:
+            consumer.subscribe(TOPIC)
+            async with consumer:
+                await wait_until(asyncio.ensure_future(_assigned(consumer)), 30)
+                await asyncio.sleep(1.0)  # every queue's first long poll is held by now
+
+                async def receive() -> None:
+                    while len(latencies) < count:
+                        for message in await consumer.poll(1_000):
+                            (sent,) = struct.unpack(">d", message.body[:8])  # type: ignore[union-attr]
+                            latencies.append(time.perf_counter() - sent)
+
+                receiver = asyncio.ensure_future(receive())
+                started = time.perf_counter()
+                for i in range(count):
+                    await asyncio.sleep(max(0.0, started + i / RATE - time.perf_counter()))
+                    await producer.send(Message(TOPIC, struct.pack(">d", time.perf_counter()) + b"x" * 120))
+                await asyncio.wait_for(receiver, 30)
+    p50, p99, p999 = percentiles_ms(latencies, 50, 99, 99.9)
+    progress(f"{len(latencies):,} messages: p50 {p50} ms, p99 {p99} ms, p99.9 {p999} ms")
+    record(
+        "latency",
+        ["consumer", "messages", "rate msg/s", "p50 ms", "p99 ms", "p99.9 ms"],
+        [["lite-pull (long polling)", len(latencies), RATE, p50, p99, p999]],
+        {"body_bytes": 128, "queues": QUEUES},
+    )
