@@ -26,6 +26,10 @@ class ConfigError(RocketMQError, ValueError):
     """A bad option or setting, detected before anything is sent."""
 
 
+class DataLossError(RocketMQError):
+    """Messages a reader was to read are gone (retention, a deleted topic, fewer queues)."""
+
+
 class ValidationError(RocketMQError, ValueError):
     """A name, message or request that RocketMQ's rules refuse; `code` is what a broker answers."""
 

@@ -1,0 +1,1 @@
+"""The Spark connector: `spark.readStream.format("rocketmq")` and `spark.read.format("rocketmq")`."""

@@ -1,0 +1,243 @@
+"""The source's options, parsed and checked once on the driver (docs/spark.md describes each)."""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rocketspark.client.config import parse_namesrv_addr
+from rocketspark.errors import ConfigError, ValidationError
+from rocketspark.message.filter import parse_tag_expression
+from rocketspark.message.queue import MessageQueue
+from rocketspark.message.validation import validate_group, validate_topic
+from rocketspark.spark import offsets as offset_dicts
+
+DEFAULT_PULL_BATCH_SIZE = 10_000
+DEFAULT_PULL_TIMEOUT_MS = 120_000
+
+#: every option the source reads (lower case); anything else is a mistake worth an error
+KNOWN_OPTIONS = frozenset(
+    {
+        "nameserver",
+        "namesrvaddr",
+        "topic",
+        "topics",
+        "topicpattern",
+        "tags",
+        "consumergroup",
+        "startingoffsets",
+        "startingtimestamp",
+        "endingoffsets",
+        "endingtimestamp",
+        "maxmessagespertrigger",
+        "maxoffsetspertrigger",
+        "numpartitions",
+        "failondataloss",
+        "pullbatchsize",
+        "pulltimeoutms",
+        "path",  # what load(path) passes; not used
+    }
+)
+
+
+class Position(enum.Enum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    GROUP = "group"  # the consumer group's committed offsets on the brokers
+    OFFSETS = "offsets"  # a JSON map of queue offsets
+    TIMESTAMP = "timestamp"  # the first message stored at or after a time
+
+
+@dataclass(frozen=True, slots=True)
+class StartOrEnd:
+    position: Position
+    offsets: tuple[tuple[MessageQueue, int], ...] = ()
+    timestamp_ms: int | None = None
+
+    def offset_map(self) -> dict[MessageQueue, int]:
+        return dict(self.offsets)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    namesrv_addr: str
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    tags: str = "*"
+    consumer_group: str | None = None
+    starting: StartOrEnd = StartOrEnd(Position.GROUP)
+    ending: StartOrEnd = StartOrEnd(Position.LATEST)
+    max_messages_per_trigger: int | None = None
+    num_partitions: int | None = None
+    fail_on_data_loss: bool = True
+    pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
+    pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
+
+    def pattern(self) -> re.Pattern[str] | None:
+        return re.compile(self.topic_pattern) if self.topic_pattern is not None else None
+
+
+def _int(options: Mapping[str, str], name: str, *, minimum: int) -> int | None:
+    raw = options.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"option {name} must be a whole number, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"option {name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name.lower())
+    if raw is None:
+        return default
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(f"option {name} must be true or false, got {raw!r}")
+    return lowered == "true"
+
+
+def _one_of(options: Mapping[str, str], *names: str) -> str | None:
+    given = [n for n in names if n.lower() in options]
+    if len(given) > 1:
+        raise ConfigError(f"options {' and '.join(given)} mean the same thing; give one")
+    return options[given[0].lower()] if given else None
+
+
+def _position(
+    options: Mapping[str, str], offsets_name: str, timestamp_name: str, default: Position, *, allowed: set[Position]
+) -> StartOrEnd:
+    raw = options.get(offsets_name.lower())
+    stamp = _int(options, timestamp_name, minimum=0)
+    if raw is not None and stamp is not None:
+        raise ConfigError(f"give {offsets_name} or {timestamp_name}, not both")
+    if stamp is not None:
+        return StartOrEnd(Position.TIMESTAMP, timestamp_ms=stamp)
+    if raw is None:
+        return StartOrEnd(default)
+    text = raw.strip()
+    if text.startswith("{"):
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"option {offsets_name} is not valid JSON: {exc}") from None
+        offsets = offset_dicts.from_dict(parsed, source=f"option {offsets_name}")
+        return StartOrEnd(Position.OFFSETS, tuple(sorted(offsets.items())))
+    try:
+        position = Position(text.lower())
+    except ValueError:
+        position = None
+    if position is None or position not in allowed or position in (Position.OFFSETS, Position.TIMESTAMP):
+        words = " or ".join(sorted(p.value for p in allowed if p not in (Position.OFFSETS, Position.TIMESTAMP)))
+        raise ConfigError(
+            f'option {offsets_name} must be {words}, or JSON {{"topic":{{"brokerName":{{"queueId":offset}}}}}}; '
+            f"got {raw!r}"
+        )
+    return StartOrEnd(position)
+
+
+def _topics(lowered: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
+    chosen = [n for n in ("topic", "topics", "topicPattern") if n.lower() in lowered]
+    if len(chosen) != 1:
+        raise ConfigError(
+            "exactly one of the options topic, topics or topicPattern is required"
+            + (f"; got {', '.join(chosen)}" if chosen else "")
+        )
+    if chosen[0] == "topicPattern":
+        pattern = lowered["topicpattern"]
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"option topicPattern is not a regular expression: {exc}") from None
+        return (), pattern
+    topics = tuple(sorted({t.strip() for t in lowered[chosen[0].lower()].split(",") if t.strip()}))
+    if not topics:
+        raise ConfigError(f"option {chosen[0]} names no topic")
+    if chosen[0] == "topic" and len(topics) > 1:
+        raise ConfigError("option topic names one topic; use topics for a comma-separated list")
+    for topic in topics:
+        try:
+            validate_topic(topic)
+        except ValidationError as exc:
+            raise ConfigError(f"option {chosen[0]}: {exc}") from None
+    return topics, None
+
+
+def _tags(lowered: Mapping[str, str]) -> str:
+    tags = lowered.get("tags", "*").strip() or "*"
+    try:
+        parse_tag_expression(tags)
+    except ValidationError as exc:
+        raise ConfigError(f"option tags: {exc}") from None
+    return tags
+
+
+def _group(lowered: Mapping[str, str], streaming: bool) -> str | None:
+    group = lowered.get("consumergroup")
+    if group is None:
+        if streaming:
+            raise ConfigError(
+                "option consumerGroup is required for streaming reads: it is the query's identity on the "
+                "brokers, as a RocketMQ consumer group is (its offsets show the query's progress and lag)"
+            )
+        return None
+    try:
+        validate_group(group.strip())
+    except ValidationError as exc:
+        raise ConfigError(f"option consumerGroup: {exc}") from None
+    return group.strip()
+
+
+def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    """Check every option; ConfigError (a ValueError) says which one is wrong and why."""
+    lowered = {k.lower(): v for k, v in options.items()}
+    unknown = sorted(k for k in lowered if k not in KNOWN_OPTIONS)
+    if unknown:
+        raise ConfigError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for format rocketmq")
+    namesrv = _one_of(lowered, "nameserver", "namesrvAddr")
+    if not namesrv or not namesrv.strip():
+        raise ConfigError("option nameserver is required: the name servers as host:port[;host:port]")
+    parse_namesrv_addr(namesrv)
+
+    topics, pattern = _topics(lowered)
+    tags = _tags(lowered)
+    group = _group(lowered, streaming)
+
+    if streaming:
+        for batch_only in ("endingoffsets", "endingtimestamp"):
+            if batch_only in lowered:
+                raise ConfigError(f"option {batch_only} applies to batch reads (spark.read) only")
+    start_default = Position.GROUP if streaming else Position.EARLIEST
+    start_allowed = {Position.EARLIEST, Position.LATEST, Position.GROUP, Position.OFFSETS, Position.TIMESTAMP}
+    if not streaming and group is None:
+        start_allowed.discard(Position.GROUP)
+    starting = _position(lowered, "startingOffsets", "startingTimestamp", start_default, allowed=start_allowed)
+    ending = _position(
+        lowered, "endingOffsets", "endingTimestamp", Position.LATEST, allowed={Position.LATEST, Position.OFFSETS}
+    )
+    if any(offset == offset_dicts.EARLIEST for _, offset in ending.offsets):
+        raise ConfigError("option endingOffsets may not use -2 (earliest)")
+
+    limit_name = "maxMessagesPerTrigger" if "maxmessagespertrigger" in lowered else "maxOffsetsPerTrigger"
+    if "maxmessagespertrigger" in lowered and "maxoffsetspertrigger" in lowered:
+        raise ConfigError("options maxMessagesPerTrigger and maxOffsetsPerTrigger mean the same thing; give one")
+    return SourceOptions(
+        namesrv_addr=namesrv.strip(),
+        topics=topics,
+        topic_pattern=pattern,
+        tags=tags,
+        consumer_group=group,
+        starting=starting,
+        ending=ending,
+        max_messages_per_trigger=_int(lowered, limit_name, minimum=1),
+        num_partitions=_int(lowered, "numPartitions", minimum=1),
+        fail_on_data_loss=_bool(lowered, "failOnDataLoss", True),
+        pull_batch_size=_int(lowered, "pullBatchSize", minimum=1) or DEFAULT_PULL_BATCH_SIZE,
+        pull_timeout_ms=_int(lowered, "pullTimeoutMs", minimum=1) or DEFAULT_PULL_TIMEOUT_MS,
+    )

@@ -1,0 +1,111 @@
+"""Reading a planned partition on an executor: pull each queue range as Arrow batches.
+
+One client per Python worker (see :mod:`rocketspark.spark.cluster`) serves every task; pulls use the
+Arrow pull and fall back to decoding standard records per batch with other brokers. Batches are
+converted to the Spark schema with Arrow kernels and yielded one pull at a time, so memory stays
+bounded whatever the backlog.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from rocketspark.client.api.pull import PullStatus
+from rocketspark.client.puller import QueuePuller
+from rocketspark.errors import DataLossError, RocketMQError
+from rocketspark.message.convert import to_spark_batch
+from rocketspark.spark import cluster
+from rocketspark.spark.options import SourceOptions
+from rocketspark.spark.planning import QueueRange, RocketMQPartition
+
+log = logging.getLogger(__name__)
+
+#: the group name pulls carry when a batch read names no consumer group (pulls never commit)
+DEFAULT_READER_GROUP = "rocketspark_spark_reader"
+RETRY_DELAY_S = 0.5
+
+_pullers: dict[tuple[str, str], QueuePuller] = {}
+
+
+def _puller(options: SourceOptions) -> QueuePuller:
+    group = options.consumer_group or DEFAULT_READER_GROUP
+    key = (options.namesrv_addr, group)
+    puller = _pullers.get(key)
+    if puller is None:
+        puller = _pullers[key] = QueuePuller(cluster.instance(options.namesrv_addr), group)
+    return puller
+
+
+def read_partition(options: SourceOptions, partition: RocketMQPartition) -> Iterator[pa.RecordBatch]:
+    puller = _puller(options)
+    for queue_range in partition.ranges:
+        yield from read_range(puller, options, queue_range)
+
+
+def read_range(puller: QueuePuller, options: SourceOptions, queue_range: QueueRange) -> Iterator[pa.RecordBatch]:
+    """Messages [start, end) of one queue, as Spark batches.
+
+    A broker that cannot be reached, or a queue whose messages are not there yet, is retried until
+    `pullTimeoutMs` passes without progress; messages that are gone for good are data loss.
+    """
+    queue = queue_range.queue
+    offset = queue_range.start
+    stalled_since: float | None = None
+    while offset < queue_range.end:
+        try:
+            pulled = cluster.run(
+                puller.pull_batch(
+                    queue,
+                    offset,
+                    max_messages=min(options.pull_batch_size, queue_range.end - offset),
+                    expression=options.tags,
+                ),
+                timeout_s=options.pull_timeout_ms / 1000 + cluster.QUERY_TIMEOUT_S,
+            )
+        except RocketMQError as exc:
+            if not exc.retriable:
+                raise
+            stalled_since = _stall(stalled_since, options, queue_range, offset, str(exc))
+            continue
+        if pulled.status is PullStatus.FOUND and pulled.batch is not None:
+            stalled_since = None
+            yield to_spark_batch(pulled.batch, queue.broker_name)
+            offset = pulled.next_begin_offset
+        elif pulled.status is PullStatus.NO_MATCHED_MSG:
+            stalled_since = None
+            offset = pulled.next_begin_offset  # only messages the tag filter drops
+        elif pulled.status is PullStatus.OFFSET_ILLEGAL:
+            offset = _lost(options, queue_range, offset, pulled.min_offset, pulled.max_offset, pulled.next_begin_offset)
+        else:  # NO_NEW_MSG before the planned end: the broker does not have them (yet)
+            if pulled.max_offset < queue_range.end and pulled.max_offset <= offset and stalled_since is None:
+                log.warning("%s holds offsets up to %d; waiting for %d", queue, pulled.max_offset, queue_range.end)
+            stalled_since = _stall(stalled_since, options, queue_range, offset, f"max offset {pulled.max_offset}")
+
+
+def _stall(since: float | None, options: SourceOptions, queue_range: QueueRange, offset: int, why: str) -> float:
+    now = time.monotonic()
+    since = now if since is None else since
+    if now - since > options.pull_timeout_ms / 1000:
+        raise RocketMQError(
+            f"could not read {queue_range.queue} at offset {offset} (range {queue_range.start}..{queue_range.end}) "
+            f"for {options.pull_timeout_ms} ms (pullTimeoutMs): {why}"
+        )
+    time.sleep(RETRY_DELAY_S)
+    return since
+
+
+def _lost(options: SourceOptions, queue_range: QueueRange, offset: int, low: int, high: int, next_offset: int) -> int:
+    """Where to go on when the broker no longer has `offset`; raises when failOnDataLoss."""
+    message = (
+        f"messages of topic {queue_range.topic}, broker {queue_range.broker_name}, queue {queue_range.queue_id} "
+        f"at offsets {offset}..{min(low, queue_range.end) - 1 if low > offset else queue_range.end - 1} are gone: "
+        f"the queue now holds {low}..{high - 1} (retention or a deleted topic)"
+    )
+    if options.fail_on_data_loss:
+        raise DataLossError(message + "; set failOnDataLoss=false to skip them")
+    log.warning("%s; skipping them (failOnDataLoss=false)", message)
+    return max(next_offset, offset + 1) if next_offset > offset else queue_range.end
