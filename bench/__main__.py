@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from bench import consume, ingest, latency
+from bench import consume, ingest, latency, spark_source
 from bench.environment import describe
 from rocketspark.serving import run_event_loop
 
@@ -14,8 +14,9 @@ SCENARIOS = {
     "ingest": (ingest.main, "broker ingest: single sends, batches of 16, Arrow batches; both flush modes"),
     "consume": (consume.main, "lite-pull consumer reading stored messages: standard records vs Arrow"),
     "latency": (latency.main, "send-to-receipt latency at 1,000 msg/s with long polling"),
+    "spark-source": (spark_source.main, "Spark AvailableNow read into the noop sink vs an in-memory ceiling"),
 }
-DEFAULT_MESSAGES = {"ingest": 10_000_000, "consume": 2_000_000, "latency": 1_000_000}
+DEFAULT_MESSAGES = {"ingest": 10_000_000, "consume": 2_000_000, "latency": 1_000_000, "spark-source": 4_000_000}
 
 
 def main(argv: list[str] | None = None) -> int:

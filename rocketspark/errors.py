@@ -30,6 +30,12 @@ class DataLossError(RocketMQError):
     """Messages a reader was to read are gone (retention, a deleted topic, fewer queues)."""
 
 
+class BrokerNotAvailableError(RocketMQError):
+    """No route lists the broker now (stopped, restarting, not registered yet): it may come back."""
+
+    retriable = True
+
+
 class ValidationError(RocketMQError, ValueError):
     """A name, message or request that RocketMQ's rules refuse; `code` is what a broker answers."""
 

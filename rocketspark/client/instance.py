@@ -22,7 +22,13 @@ from rocketspark.client.config import ClientConfig
 from rocketspark.client.lifecycle import Lifecycle, ServiceState
 from rocketspark.client.namesrv import NameServerList
 from rocketspark.client.routes import master_addresses
-from rocketspark.errors import ResponseError, RocketMQError, TopicNotExistError, ValidationError
+from rocketspark.errors import (
+    BrokerNotAvailableError,
+    ResponseError,
+    RocketMQError,
+    TopicNotExistError,
+    ValidationError,
+)
 from rocketspark.message.validation import validate_client_group
 from rocketspark.remoting.body.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from rocketspark.remoting.body.route import TopicRouteData
@@ -233,7 +239,7 @@ class ClientInstance:
             await self.route(topic, refresh=True)
             address = self.broker_addresses.get(broker_name)
         if address is None:
-            raise RocketMQError(f"broker {broker_name} has no master address in the current routes")
+            raise BrokerNotAvailableError(f"broker {broker_name} has no master address in the current routes")
         return address
 
     async def refresh_routes(self) -> None:

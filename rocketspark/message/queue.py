@@ -20,5 +20,9 @@ class MessageQueue:
     def from_dict(cls, data: dict[str, object]) -> MessageQueue:
         return cls(str(data["topic"]), str(data["brokerName"]), int(str(data["queueId"])))
 
+    def describe(self) -> str:
+        """The queue in words, for error messages."""
+        return f"topic {self.topic}, broker {self.broker_name}, queue {self.queue_id}"
+
     def __str__(self) -> str:
         return f"{self.topic}@{self.broker_name}#{self.queue_id}"

@@ -31,7 +31,8 @@ RETRY_DELAY_S = 0.5
 _pullers: dict[tuple[str, str], QueuePuller] = {}
 
 
-def _puller(options: SourceOptions) -> QueuePuller:
+def puller_for(options: SourceOptions) -> QueuePuller:
+    """This process's puller for the source's name servers and group, shared by its tasks."""
     group = options.consumer_group or DEFAULT_READER_GROUP
     key = (options.namesrv_addr, group)
     puller = _pullers.get(key)
@@ -41,7 +42,7 @@ def _puller(options: SourceOptions) -> QueuePuller:
 
 
 def read_partition(options: SourceOptions, partition: RocketMQPartition) -> Iterator[pa.RecordBatch]:
-    puller = _puller(options)
+    puller = puller_for(options)
     for queue_range in partition.ranges:
         yield from read_range(puller, options, queue_range)
 
@@ -70,6 +71,7 @@ def read_range(puller: QueuePuller, options: SourceOptions, queue_range: QueueRa
             if not exc.retriable:
                 raise
             stalled_since = _stall(stalled_since, options, queue_range, offset, str(exc))
+            _refresh_route(puller, queue_range.topic)  # a restarted broker may listen elsewhere now
             continue
         if pulled.status is PullStatus.FOUND and pulled.batch is not None:
             stalled_since = None
@@ -86,6 +88,13 @@ def read_range(puller: QueuePuller, options: SourceOptions, queue_range: QueueRa
             stalled_since = _stall(stalled_since, options, queue_range, offset, f"max offset {pulled.max_offset}")
 
 
+def _refresh_route(puller: QueuePuller, topic: str) -> None:
+    try:
+        cluster.run(puller.instance.fetch_route(topic))
+    except RocketMQError as exc:
+        log.warning("refreshing the route of %s failed: %s", topic, exc)
+
+
 def _stall(since: float | None, options: SourceOptions, queue_range: QueueRange, offset: int, why: str) -> float:
     now = time.monotonic()
     since = now if since is None else since
@@ -100,9 +109,9 @@ def _stall(since: float | None, options: SourceOptions, queue_range: QueueRange,
 
 def _lost(options: SourceOptions, queue_range: QueueRange, offset: int, low: int, high: int, next_offset: int) -> int:
     """Where to go on when the broker no longer has `offset`; raises when failOnDataLoss."""
+    last_lost = min(low, queue_range.end) - 1 if low > offset else queue_range.end - 1
     message = (
-        f"messages of topic {queue_range.topic}, broker {queue_range.broker_name}, queue {queue_range.queue_id} "
-        f"at offsets {offset}..{min(low, queue_range.end) - 1 if low > offset else queue_range.end - 1} are gone: "
+        f"messages of {queue_range.queue.describe()} at offsets {offset}..{last_lost} are gone: "
         f"the queue now holds {low}..{high - 1} (retention or a deleted topic)"
     )
     if options.fail_on_data_loss:

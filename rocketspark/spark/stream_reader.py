@@ -101,8 +101,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _reachable_end(self, queue: MessageQueue, begin: int, latest: int) -> int:
         if latest < begin:
             message = (
-                f"queue {queue} holds offsets up to {latest - 1}, but the query is at {begin}: "
-                "its messages were removed"
+                f"{queue.describe()} holds offsets up to {latest - 1}, but the query is at {begin}: "
+                "its messages were removed (a topic deleted and created again starts over at offset 0)"
             )
             if self.options.fail_on_data_loss:
                 raise DataLossError(message + "; set failOnDataLoss=false to continue from its end")
@@ -126,8 +126,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.warning("broker %s of %s is not registered; waiting for it", queue.broker_name, queue)
         lost = [q for q in missing if q not in waiting]
         if lost:
-            message = "queues " + ", ".join(f"{q} (at offset {begin[q]})" for q in lost)
-            message += " are no longer in any route: their topic was deleted or it has fewer queues now"
+            message = "; ".join(f"{q.describe()} (the query is at offset {begin[q]})" for q in lost)
+            message += ": no route lists these queues any more (their topic was deleted or has fewer queues now)"
             if self.options.fail_on_data_loss:
                 raise DataLossError(message + "; set failOnDataLoss=false to go on without them")
             log.warning("%s; going on without them (failOnDataLoss=false)", message)

@@ -1,4 +1,4 @@
-"""Every Python example of the client docs runs against a real name server and broker."""
+"""Every Python example of the docs runs against a real name server and broker."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from rocketspark.processes import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ("client.md", "getting-started.md")
+DOCS = ("client.md", "getting-started.md", "spark.md")
 EXAMPLES = [
     pytest.param(code, id=f"{name}-{i}")
     for name in DOCS
@@ -42,7 +42,7 @@ def test_example_runs(namesrv: str, example: str, tmp_path: Path) -> None:
         [sys.executable, str(script)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=240,  # the Spark examples start a JVM
         check=False,
         env=dict(os.environ, HOME=str(tmp_path)),
         cwd=ROOT,

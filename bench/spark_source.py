@@ -1,0 +1,288 @@
+"""`spark-source`: Spark reading stored messages through the rocketmq source, against a ceiling.
+
+The messages are stored first with Arrow sends (not measured). Three measurements, in one local[2]
+SparkSession:
+
+- "1M batch read": `spark.read.format("rocketmq")` of the first million messages into the `noop`
+  sink, in fresh Python workers, whose peak resident memory (VmHWM) is then read from /proc;
+- "ceiling": an `AvailableNow` stream from an in-memory Python data source that yields, per queue,
+  as many rows as the broker holds, as copies of a Spark batch read from the broker beforehand:
+  the cost of Spark's Python data source machinery with no network, no broker and no conversion;
+- "rocketmq": an `AvailableNow` stream of every stored message into the `noop` sink.
+
+Row counts come from the queries' progress and must equal what the broker holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from bench.cluster import Cluster, cluster
+from bench.consume import TOPIC, max_offsets, preload
+from bench.report import progress, record
+from rocketspark.spark.options import parse
+from rocketspark.spark.planning import QueueRange
+from rocketspark.spark.reading import puller_for, read_range
+from rocketspark.spark.schema import SOURCE_SCHEMA
+from rocketspark.spark.session import local_session
+
+BROKER = "broker-a"
+MEMORY_SAMPLE = 1_000_000
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class CopiesPartition(InputPartition):
+    """`rows` rows made of copies of one Arrow batch (IPC bytes)."""
+
+    batch_ipc: bytes
+    rows: int
+
+
+class CeilingStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """One micro-batch holding every partition, then nothing more."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.batch_ipc = Path(options["batch_file"]).read_bytes()
+        self.rows = [int(n) for n in options["rows"].split(",")]
+
+    def initialOffset(self) -> dict[str, Any]:
+        return {"done": 0}
+
+    def latestOffset(self, start: dict[Any, Any], limit: ReadLimit) -> dict[str, Any]:
+        return {"done": 1}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def partitions(self, start: dict[Any, Any], end: dict[Any, Any]) -> Sequence[InputPartition]:
+        if start == end:
+            return []
+        return [CopiesPartition(self.batch_ipc, rows) for rows in self.rows if rows]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, CopiesPartition)
+        with pa.ipc.open_stream(partition.batch_ipc) as reader:
+            template = reader.read_next_batch()
+        left = partition.rows
+        while left > 0:
+            batch = template if left >= template.num_rows else template.slice(0, left)
+            yield batch
+            left -= batch.num_rows
+
+    def commit(self, end: dict[Any, Any]) -> None:
+        pass
+
+
+class CeilingDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "rocketspark_bench_ceiling"
+
+    def schema(self) -> StructType:
+        return SOURCE_SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return CeilingStreamReader(dict(self.options))
+
+
+def spark_batch_from_broker(target: Cluster, rows: int) -> pa.RecordBatch:
+    """The first batch the source's read path yields for queue 0, as Spark receives it."""
+    options = parse({"nameserver": target.namesrv_addr, "topic": TOPIC, "pullBatchSize": str(rows)}, streaming=False)
+    return next(read_range(puller_for(options), options, QueueRange(TOPIC, BROKER, 0, 0, rows)))
+
+
+def ipc_bytes(batch: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def run_available_now(frame: DataFrame, checkpoint: Path, timeout_s: float) -> tuple[int, float]:
+    """Rows read and seconds taken by an AvailableNow query into the noop sink."""
+    started = time.perf_counter()
+    query = (
+        frame.writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    if not query.awaitTermination(timeout_s):
+        query.stop()
+        raise TimeoutError(f"the query did not finish within {timeout_s:.0f} s")
+    elapsed = time.perf_counter() - started
+    return sum(p["numInputRows"] for p in query.recentProgress), elapsed
+
+
+def python_workers(spark: SparkSession) -> list[int]:
+    """Pids of the Python processes under this Spark driver's JVM (daemon, workers, source runners)."""
+    jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
+    found = []
+    for pid in descendants(jvm_pid):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue  # it exited meanwhile
+        if b"python" in command:
+            found.append(pid)
+    return found
+
+
+def reset_peak_memory(pids: list[int]) -> None:
+    """Start the processes' peak resident size (VmHWM) afresh (Linux: write 5 to clear_refs)."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def peak_memory(pids: list[int]) -> list[int]:
+    """Peak resident bytes (VmHWM) of each process still running."""
+    peaks = []
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        peaks.extend(int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:"))
+    return peaks
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def source(spark: SparkSession, target: Cluster, *, streaming: bool, **options: str) -> DataFrame:
+    reader = spark.readStream if streaming else spark.read
+    reader = reader.format("rocketmq").option("nameserver", target.namesrv_addr).option("topic", TOPIC)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def ending_offsets_map(stored: dict[int, int], total: int) -> dict[str, int]:
+    """Per-queue ends that take about `total` messages from the start of every queue."""
+    share = -(-total // len(stored))
+    return {str(q): min(n, share) for q, n in stored.items()}
+
+
+def ending_offsets(stored: dict[int, int], total: int) -> str:
+    return json.dumps({TOPIC: {BROKER: ending_offsets_map(stored, total)}})
+
+
+def mib(values: list[int]) -> list[int]:
+    return [v >> 20 for v in values]
+
+
+def measure_streams(
+    spark: SparkSession, target: Cluster, stored: dict[int, int], work: Path, timeout_s: float
+) -> dict[str, tuple[int, float]]:
+    """Each stream twice, alternating, so neither gains from running later; the faster run counts."""
+    template = spark_batch_from_broker(target, 10_000)
+    (work / "batch.arrow").write_bytes(ipc_bytes(template))
+    spark.dataSource.register(CeilingDataSource)
+    best: dict[str, tuple[int, float]] = {}
+    for round_number in range(2):
+        for name in ("ceiling", "rocketmq"):
+            if name == "ceiling":
+                frame = (
+                    spark.readStream.format(CeilingDataSource.name())
+                    .option("batch_file", str(work / "batch.arrow"))
+                    .option("rows", ",".join(str(stored[q]) for q in sorted(stored)))
+                    .load()
+                )
+            else:
+                group = f"bench_spark_{round_number}"
+                frame = source(spark, target, streaming=True, consumerGroup=group, startingOffsets="earliest")
+            rows, seconds = run_available_now(frame, work / f"{name}-{round_number}", timeout_s)
+            progress(f"{name}: {rows:,} rows in {seconds:.1f} s")
+            if name not in best or seconds < best[name][1]:
+                best[name] = (rows, seconds)
+    return best
+
+
+async def main(seconds: float, limit: int) -> None:
+    timeout_s = max(seconds, 600.0)
+    notes: dict[str, Any] = {}
+    with cluster() as target, tempfile.TemporaryDirectory(prefix="rocketspark-bench-spark-") as tmp:
+        work = Path(tmp)
+        progress(f"storing {limit:,} messages")
+        await preload(target, limit)
+        stored = await max_offsets(target)
+        total = sum(stored.values())
+        # the ceiling's classes must be importable by Spark's Python workers
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+        spark = local_session(
+            "rocketspark-bench",
+            master="local[2]",
+            **{"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"},
+        )
+        try:
+            progress("warming up: starting Python workers")
+            source(spark, target, streaming=False, endingOffsets=ending_offsets(stored, 10_000)).count()
+            sample = min(MEMORY_SAMPLE, total)
+            workers = python_workers(spark)
+            reset_peak_memory(workers)
+            started = time.perf_counter()
+            read = source(spark, target, streaming=False, endingOffsets=ending_offsets(stored, sample)).count()
+            batch_s = time.perf_counter() - started
+            batch_peaks = peak_memory(workers)
+            expected = sum(ending_offsets_map(stored, sample).values())
+            assert read == expected, f"the batch read returned {read:,} rows, not {expected:,}"
+            progress(f"batch read: {read:,} rows in {batch_s:.1f} s; Python processes peak at {mib(batch_peaks)} MiB")
+            best = measure_streams(spark, target, stored, work, timeout_s)
+            stream_peaks = peak_memory(python_workers(spark))
+        finally:
+            spark.stop()
+    (ceiling_rows, ceiling_s), (read_rows, read_s) = best["ceiling"], best["rocketmq"]
+    ceiling_rate, read_rate = ceiling_rows / ceiling_s, read_rows / read_s
+    rows = [
+        ["batch read (spark.read)", read, round(batch_s, 1), round(read / batch_s), max(batch_peaks) >> 20, "-"],
+        ["ceiling (in-memory source)", ceiling_rows, round(ceiling_s, 1), round(ceiling_rate), "-", "-"],
+        [
+            "rocketmq (AvailableNow)",
+            read_rows,
+            round(read_s, 1),
+            round(read_rate),
+            max(stream_peaks) >> 20,
+            round(read_rate / ceiling_rate, 2),
+        ],
+    ]
+    notes.update(
+        {
+            "stored": total,
+            "queues": len(stored),
+            "streams read every stored message": read_rows == total == ceiling_rows,
+            "python_process_peaks_mib_batch_read": mib(batch_peaks),
+            "python_process_peaks_mib_after_streams": mib(stream_peaks),
+        }
+    )
+    columns = ["read", "rows", "seconds", "rows/s", "Python peak MiB", "vs ceiling"]
+    record("spark-source", columns, rows, notes)

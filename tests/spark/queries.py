@@ -1,0 +1,70 @@
+"""The Spark side of the Spark tests: start source queries, run them, tamper with checkpoints."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import StructType
+
+from rocketspark.spark.schema import SOURCE_SCHEMA
+from tests.spark.cluster import Row, SparkCluster
+
+#: the columns a test can predict from what it sent
+COLUMNS = ["topic", "brokerName", "queueId", "queueOffset", "msgId", "tags", "keys", "body"]
+QUERY_TIMEOUT_S = 180
+
+
+def stream(spark: SparkSession, cluster: SparkCluster, topic: str, group: str, **options: str) -> DataFrame:
+    reader = spark.readStream.format("rocketmq").option("nameserver", cluster.namesrv_addr).option("topic", topic)
+    reader = reader.option("consumerGroup", group)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def run_available_now(
+    frame: DataFrame, sink: str, checkpoint: Path, *, name: str = "", path: str = "", expect_error: bool = False
+) -> StreamingQuery:
+    """Run `frame` into `sink` (memory table `name` or parquet at `path`) until AvailableNow finishes."""
+    writer = frame.writeStream.format(sink).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
+    query = writer.start(path) if sink == "parquet" else writer.queryName(name).start()
+    try:
+        finished = query.awaitTermination(QUERY_TIMEOUT_S)
+    except Exception:
+        if expect_error:
+            return query
+        raise
+    assert finished, "the AvailableNow query did not finish"
+    assert not expect_error, "the query did not fail"
+    return query
+
+
+def expected_frame(spark: SparkSession, rows: list[Row]) -> DataFrame:
+    return spark.createDataFrame(rows, StructType([SOURCE_SCHEMA[name] for name in COLUMNS]))
+
+
+def forget_last_commit(checkpoint: Path) -> int:
+    """Delete the newest commit record (and its checksum) as if the query died before committing it."""
+    commits = checkpoint / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+    return last
+
+
+def stored_rows(spark: SparkSession, path: Path) -> int:
+    """Rows a parquet sink holds so far (0 before its first committed batch)."""
+    if not any(p.name.isdigit() for p in path.glob("_spark_metadata/*")):
+        return 0
+    return spark.read.parquet(str(path)).count()
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)

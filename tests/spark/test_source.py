@@ -1,0 +1,298 @@
+"""The Spark source end to end: real Spark queries against brokers started as subprocesses."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import pkgutil
+import subprocess
+import sys
+import time
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from rocketspark.spark.datasource import RocketMQDataSource
+from tests.interop.driver import OutgoingMessage, RealClient, Send
+from tests.spark.queries import (
+    COLUMNS,
+    expected_frame,
+    forget_last_commit,
+    run_available_now,
+    stored_rows,
+    stream,
+    wait_for,
+)
+
+
+def test_available_now_reads_exactly_the_messages_of_8_queues_on_2_brokers(spark, two_brokers, checkpoint) -> None:
+    two_brokers.create_topic("Orders")
+    started = dt.datetime.now(dt.UTC)
+    expected = two_brokers.produce("Orders", 400)
+    before = two_brokers.runtime_counters()
+    frame = stream(spark, two_brokers, "Orders", "orders_group", startingOffsets="earliest")
+    query = run_available_now(frame, "memory", checkpoint, name="orders")
+    result = spark.table("orders")
+    assert_df_equality(result.select(*COLUMNS), expected_frame(spark, expected), ignore_row_order=True)
+    row = result.filter(F.col("keys") == "key-7").first()
+    assert row.properties["seq"] == "7" and row.bornHost.startswith("127.0.0.1:")
+    assert started - dt.timedelta(seconds=5) < row.storeTimestamp.replace(tzinfo=dt.UTC) < dt.datetime.now(dt.UTC)
+    assert row.reconsumeTimes == 0
+    # the group's broker offsets equal the end of the last batch: every queue fully read
+    assert set(two_brokers.group_offsets("orders_group", "Orders").values()) == {50}
+    after = two_brokers.runtime_counters()
+    assert after["arrowPullMessages"] - before["arrowPullMessages"] >= 400
+    assert after["standardPullMessages"] == before["standardPullMessages"]
+    assert query.lastProgress["sources"][0]["latestOffset"] is not None
+
+
+def test_tag_filter(spark, two_brokers, checkpoint) -> None:
+    two_brokers.create_topic("Tagged")
+    expected = [r for r in two_brokers.produce("Tagged", 90) if r[5] in ("A", "C")]
+    frame = stream(spark, two_brokers, "Tagged", "tagged_group", startingOffsets="earliest", tags="A || C")
+    run_available_now(frame, "memory", checkpoint, name="tagged")
+    assert_df_equality(
+        spark.table("tagged").select(*COLUMNS),
+        expected_frame(spark, expected),
+        ignore_row_order=True,
+    )
+
+
+def test_max_messages_per_trigger_caps_every_batch(spark, two_brokers, checkpoint) -> None:
+    two_brokers.create_topic("Limited")
+    two_brokers.produce("Limited", 300)
+    frame = stream(
+        spark, two_brokers, "Limited", "limited_group", startingOffsets="earliest", maxMessagesPerTrigger="70"
+    )
+    query = run_available_now(frame, "memory", checkpoint, name="limited")
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert max(sizes) <= 70 and sum(sizes) == 300 and len(sizes) >= 5
+    assert spark.table("limited").select("msgId").distinct().count() == 300
+
+
+@pytest.mark.slow
+def test_replayed_batch_is_identical_and_the_parquet_sink_holds_each_message_once(spark, two_brokers, tmp_path) -> None:
+    two_brokers.create_topic("Replayed")
+    two_brokers.produce("Replayed", 200)
+    output, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+    options = {"startingOffsets": "earliest", "maxMessagesPerTrigger": "60"}
+    run_available_now(
+        stream(spark, two_brokers, "Replayed", "replay_group", **options), "parquet", checkpoint, path=str(output)
+    )
+    first_rows = spark.read.parquet(str(output)).select("msgId").collect()
+    last = forget_last_commit(checkpoint)  # Spark must run that batch again from its logged offsets
+    run_available_now(
+        stream(spark, two_brokers, "Replayed", "replay_group", **options), "parquet", checkpoint, path=str(output)
+    )
+    assert (checkpoint / "commits" / str(last)).exists()
+    stored = spark.read.parquet(str(output))
+    assert stored.count() == 200 and stored.select("msgId").distinct().count() == 200
+    assert sorted(first_rows) == sorted(stored.select("msgId").collect())
+
+    # the replay reads the very rows the first run read: compare batch by batch
+    seen: dict[int, list] = {}
+
+    def record(batch: DataFrame, batch_id: int) -> None:
+        seen.setdefault(batch_id, []).append(sorted(r.msgId for r in batch.select("msgId").collect()))
+
+    replay_checkpoint = tmp_path / "ckpt2"
+    for _ in range(2):
+        query = (
+            stream(spark, two_brokers, "Replayed", "replay_group2", **options)
+            .writeStream.foreachBatch(record)
+            .option("checkpointLocation", str(replay_checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(180)
+        if not any(len(batches) == 2 for batches in seen.values()):
+            forget_last_commit(replay_checkpoint)
+    replayed = [batch for batch in seen.values() if len(batch) == 2]
+    assert len(replayed) == 1 and replayed[0][0] == replayed[0][1]
+
+
+@pytest.mark.slow
+def test_stopped_query_continues_where_it_stopped(spark, two_brokers, tmp_path) -> None:
+    two_brokers.create_topic("Continued")
+    two_brokers.produce("Continued", 80)
+    output, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+
+    def start():  # type: ignore[no-untyped-def]
+        frame = stream(spark, two_brokers, "Continued", "continued_group", startingOffsets="earliest")
+        return (
+            frame.writeStream.format("parquet")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="500 milliseconds")
+            .start(str(output))
+        )
+
+    query = start()
+    wait_for(lambda: stored_rows(spark, output) == 80, "80 rows in the sink")
+    query.stop()
+    two_brokers.produce("Continued", 40, first=80)
+    query = start()
+    try:
+        wait_for(lambda: stored_rows(spark, output) == 120, "120 rows in the sink")
+    finally:
+        query.stop()
+    frame = spark.read.parquet(str(output))
+    assert frame.select("msgId").distinct().count() == 120
+
+
+def test_starting_offsets_group_resumes_where_the_group_stopped(spark, two_brokers, tmp_path) -> None:
+    two_brokers.create_topic("Resumed")
+    two_brokers.produce("Resumed", 64)
+    first = stream(spark, two_brokers, "Resumed", "resumed_group", startingOffsets="earliest")
+    run_available_now(first, "memory", tmp_path / "a", name="resumed_first")
+    assert spark.table("resumed_first").count() == 64
+    later = two_brokers.produce("Resumed", 24, first=64)
+    second = stream(spark, two_brokers, "Resumed", "resumed_group")  # startingOffsets defaults to group
+    run_available_now(second, "memory", tmp_path / "b", name="resumed_second")
+    assert sorted(r.msgId for r in spark.table("resumed_second").collect()) == sorted(r[4] for r in later)
+
+
+def test_new_checkpoint_moves_the_group_backwards(spark, two_brokers, tmp_path) -> None:
+    two_brokers.create_topic("Rewound")
+    two_brokers.produce("Rewound", 16)
+    run_available_now(
+        stream(spark, two_brokers, "Rewound", "rewound_group", startingOffsets="earliest"),
+        "memory",
+        tmp_path / "a",
+        name="rw1",
+    )
+    assert set(two_brokers.group_offsets("rewound_group", "Rewound").values()) == {2}
+    spec = json.dumps({"Rewound": {"broker-a": {"0": 1}}})
+    frame = stream(spark, two_brokers, "Rewound", "rewound_group", startingOffsets=spec)
+    run_available_now(frame, "memory", tmp_path / "b", name="rw2")
+    # queue 0 of broker-a restarted at 1 and read to 2; queues the JSON does not name started at latest
+    assert spark.table("rw2").count() == 1
+    assert set(two_brokers.group_offsets("rewound_group", "Rewound").values()) == {2}
+
+
+def test_batch_reads_between_offsets_and_times(spark, two_brokers) -> None:
+    two_brokers.create_topic("Bounded", queues=1)
+    early = two_brokers.produce("Bounded", 10)
+    time.sleep(0.05)
+    middle = int(time.time() * 1000)
+    time.sleep(0.05)
+    late = two_brokers.produce("Bounded", 10, first=10)
+
+    def base():  # type: ignore[no-untyped-def]  # a DataFrameReader is mutable: one per read
+        return spark.read.format("rocketmq").option("nameserver", two_brokers.namesrv_addr).option("topic", "Bounded")
+
+    assert base().load().count() == 20
+    ending = json.dumps({"Bounded": {"broker-a": {"0": 3}, "broker-b": {"0": 0}}})
+    assert base().option("endingOffsets", ending).load().count() == 3
+    starting = json.dumps({"Bounded": {"broker-a": {"0": 2}, "broker-b": {"0": -2}}})
+    window = base().option("startingOffsets", starting).option("endingOffsets", ending).load()
+    assert sorted(r.queueOffset for r in window.filter(F.col("brokerName") == "broker-a").collect()) == [2]
+    after = base().option("startingTimestamp", str(middle)).load()
+    assert sorted(r.msgId for r in after.collect()) == sorted(r[4] for r in late)
+    before = base().option("endingTimestamp", str(middle)).load()
+    assert sorted(r.msgId for r in before.collect()) == sorted(r[4] for r in early)
+
+
+def test_errors_name_what_is_wrong(spark, two_brokers) -> None:
+    def base():  # type: ignore[no-untyped-def]
+        return spark.read.format("rocketmq").option("nameserver", two_brokers.namesrv_addr)
+
+    with pytest.raises(Exception, match="NoSuchTopic.*does not exist.*" + two_brokers.namesrv_addr):
+        base().option("topic", "NoSuchTopic").load().count()
+    with pytest.raises(Exception, match="exactly one of the options topic, topics or topicPattern"):
+        base().option("topic", "A").option("topicPattern", "A.*").load().count()
+    with pytest.raises(Exception, match="consumerGroup is required for streaming"):
+        frame = spark.readStream.format("rocketmq").option("nameserver", "127.0.0.1:1").option("topic", "T").load()
+        frame.writeStream.format("noop").trigger(availableNow=True).start().awaitTermination(60)
+    started = time.monotonic()
+    with pytest.raises(Exception, match="no name server answered"):
+        spark.read.format("rocketmq").option("nameserver", "127.0.0.1:1").option("topic", "T").load().count()
+    assert time.monotonic() - started < 60
+
+
+def test_topic_pattern_skips_system_topics(spark, two_brokers) -> None:
+    two_brokers.create_topic("PatternOne", queues=1)
+    two_brokers.create_topic("PatternTwo", queues=1)
+    two_brokers.produce("PatternOne", 2)
+    two_brokers.produce("PatternTwo", 2)
+    frame = (
+        spark.read.format("rocketmq")
+        .option("nameserver", two_brokers.namesrv_addr)
+        .option("topicPattern", "Pattern.*|TBW102|%RETRY%.*")
+    )
+    assert sorted({r.topic for r in frame.load().collect()}) == ["PatternOne", "PatternTwo"]
+
+
+def test_messages_of_the_real_rocketmq_client_arrive_through_spark(spark, two_brokers, tmp_path) -> None:
+    """Sent by Apache RocketMQ's own client (single and batch sends), read by a Spark batch query."""
+    topic = "FromRealClient"
+    two_brokers.create_topic(topic, queues=2)
+    single = [
+        OutgoingMessage(topic, f"single {i}", tags="TagS", keys=f"single-{i}", properties={"seq": str(i)})
+        for i in range(30)
+    ]
+    batch = [OutgoingMessage(topic, f"batch {i}", tags="TagB", keys=f"batch-{i}") for i in range(10)]
+    home = tmp_path / "client-home"
+    home.mkdir()
+    client = RealClient(two_brokers.namesrv_addr, home, [two_brokers.namesrv, *two_brokers.brokers.values()])
+    try:
+        outcomes = client.produce("PID_spark_source", [Send("sync", single), Send("batch", batch)])
+        assert all(outcome.status == "OK" for outcome in outcomes), client.diagnostics()
+    finally:
+        client.close()
+    rows = (
+        spark.read.format("rocketmq")
+        .option("nameserver", two_brokers.namesrv_addr)
+        .option("topic", topic)
+        .load()
+        .collect()
+    )
+    assert sorted((r.keys, r.tags, r.body.decode(), r.properties.get("seq")) for r in rows) == sorted(
+        (m.keys, m.tags, m.body, m.properties.get("seq")) for m in [*single, *batch]
+    )
+    reported = {outcome.msg_id for outcome in outcomes[: len(single)]}
+    assert reported <= {r.msgId for r in rows}
+
+
+def test_explicit_registration_still_works(spark, two_brokers) -> None:
+    """`format("rocketmq")` needs no register() (the other tests rely on that); registering by hand is harmless."""
+    assert "pyspark_rocketmq" in {module.name for module in pkgutil.iter_modules()}
+    spark.dataSource.register(RocketMQDataSource)
+    two_brokers.create_topic("Registered", queues=1)
+    two_brokers.produce("Registered", 3)
+    frame = spark.read.format("rocketmq").option("nameserver", two_brokers.namesrv_addr).option("topic", "Registered")
+    assert frame.load().count() == 3
+
+
+FRESH_SPARK_READ = """
+import sys
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+try:
+    frame = spark.read.format("rocketmq").option("nameserver", sys.argv[1]).option("topic", sys.argv[2]).load()
+    print("rows", frame.count())
+finally:
+    spark.stop()
+"""
+
+
+@pytest.mark.slow
+def test_format_rocketmq_needs_no_registration_in_a_fresh_spark_process(two_brokers, tmp_path) -> None:
+    """Spark registers pyspark_* data sources once per JVM: only a new process shows it happening."""
+    two_brokers.create_topic("FreshProcess", queues=1)
+    two_brokers.produce("FreshProcess", 5)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    finished = subprocess.run(
+        [sys.executable, "-c", FRESH_SPARK_READ, two_brokers.namesrv_addr, "FreshProcess"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=240,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert "rows 5" in finished.stdout
