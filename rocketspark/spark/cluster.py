@@ -159,29 +159,36 @@ class QueueView:
         run(_gather(offsets, update))
 
 
-_heartbeats: set[tuple[str, str]] = set()
+_heartbeaten: dict[tuple[str, str], frozenset[str]] = {}
 
 
 def keep_group_alive(options: SourceOptions, topics: Callable[[], Iterable[str]]) -> None:
-    """Heartbeat the source's consumer group (CONSUME_ACTIVELY) so RocketMQ's tools list it."""
+    """Heartbeat the source's consumer group (CONSUME_ACTIVELY) so RocketMQ's tools list it.
+
+    The group is registered with the process's client once, whose heartbeats then reach every
+    broker it knows every 30 s; a broker the client did not know at its last heartbeat here is
+    told at once (call this after resolving the queues, which is when brokers become known).
+    """
     assert options.consumer_group is not None
-    key = (options.namesrv_addr, options.consumer_group)
-    with _lock:
-        if key in _heartbeats:
-            return
-        _heartbeats.add(key)
+    group = options.consumer_group
+    key = (options.namesrv_addr, group)
     client = instance(options.namesrv_addr)
 
     def consumer_data() -> ConsumerData:
         return ConsumerData(
-            options.consumer_group or "",
+            group,
             consume_type=ConsumeType.CONSUME_ACTIVELY,
             message_model=MessageModel.CLUSTERING,
             subscription_data_set=[build_subscription(t, options.tags) for t in sorted(topics())],
         )
 
-    async def register() -> None:
-        client.register_consumer(ConsumerRegistration(options.consumer_group or "", consumer_data, topics))
-        await client.heartbeat()
-
-    run(register())
+    with _lock:
+        told = _heartbeaten.get(key)
+        if told is None:
+            client.register_consumer(ConsumerRegistration(group, consumer_data, topics))
+            told = frozenset()
+        known = frozenset(client.broker_addresses.values())
+        if known <= told:
+            return
+        _heartbeaten[key] = known
+    run(client.heartbeat())

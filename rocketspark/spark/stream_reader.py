@@ -43,17 +43,18 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert self.options.consumer_group is not None  # required for streams
         return self.options.consumer_group
 
-    def _view(self) -> cluster.QueueView:
-        view = cluster.QueueView(self.options)
+    def _queues(self, view: cluster.QueueView, *, must_exist: bool) -> list[MessageQueue]:
+        """The queues to read now; the group is heartbeaten to their brokers."""
+        queues = view.queues(must_exist=must_exist)
+        self._topics.update(q.topic for q in queues)
         cluster.keep_group_alive(self.options, lambda: self._topics)
-        return view
+        return queues
 
     def initialOffset(self) -> dict[str, Any]:
         """Resolved once per query run and cached: Spark asks more than once."""
         if self._initial is None:
-            view = self._view()
-            queues = view.queues(must_exist=True)
-            self._topics.update(q.topic for q in queues)
+            view = cluster.QueueView(self.options)
+            queues = self._queues(view, must_exist=True)
             start = resolve(view, queues, self.options.starting, self._group())
             if self.options.starting.position is not Position.GROUP:
                 # a new checkpoint moves the group to where the query starts, backwards too
@@ -64,8 +65,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._initial
 
     def prepareForTriggerAvailableNow(self) -> None:
-        view = self._view()
-        self._target = view.max_offsets(view.queues(must_exist=True))
+        view = cluster.QueueView(self.options)
+        self._target = view.max_offsets(self._queues(view, must_exist=True))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_messages_per_trigger
@@ -77,11 +78,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[Any, Any], limit: ReadLimit) -> dict[str, Any]:
         """The end of the next micro-batch. `start` is where the previous one ended, and it has
         been processed: its offsets are mirrored to the group now."""
-        view = self._view()
+        view = cluster.QueueView(self.options)
         begin = offset_dicts.from_dict(start)
         self._mirror(view, begin)
-        queues = view.queues(must_exist=False)
-        self._topics.update(q.topic for q in queues)
+        queues = self._queues(view, must_exist=False)
         begin, waiting = self._settle_missing(view, begin, set(queues))
         reachable = [q for q in queues if q not in waiting]
         latest = view.max_offsets(reachable)
@@ -141,7 +141,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._mirrored.update(advanced)
 
     def commit(self, end: dict[Any, Any]) -> None:
-        self._mirror(self._view(), offset_dicts.from_dict(end))
+        self._mirror(cluster.QueueView(self.options), offset_dicts.from_dict(end))
 
     def partitions(self, start: dict[Any, Any], end: dict[Any, Any]) -> Sequence[InputPartition]:
         return plan_partitions(offset_dicts.from_dict(start), offset_dicts.from_dict(end), self.options.num_partitions)

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass
 
 from rocketspark import Message, Producer
-from rocketspark.client.api import admin, offset
+from rocketspark.client.api import admin, client_manage, offset
 from rocketspark.processes import ServerProcess, wait_registered
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
@@ -83,6 +83,20 @@ class SparkCluster:
             finally:
                 await client.close()
             return found
+
+        return asyncio.run(ask())
+
+    def group_view(self, group: str, topic: str) -> tuple[list[list[str]], int]:
+        """What RocketMQ's admin tools see of a group: its consumer ids per broker and its total lag."""
+
+        async def ask() -> tuple[list[list[str]], int]:
+            client = RemotingClient()
+            try:
+                ids = [await client_manage.get_consumer_list(client, b.address, group) for b in self.brokers.values()]
+                stats = [await admin.get_consume_stats(client, b.address, group, topic) for b in self.brokers.values()]
+            finally:
+                await client.close()
+            return ids, sum(s.lag for s in stats)
 
         return asyncio.run(ask())
 
