@@ -160,8 +160,10 @@ class ClientInstance:
             raise ValidationError(f"producer group {group} is already registered in client {self.client_id}")
         self._producer_groups.add(group)
 
-    def unregister_producer(self, group: str) -> None:
+    async def unregister_producer(self, group: str) -> None:
+        """Forget the producer group and tell every known broker (UNREGISTER_CLIENT)."""
         self._producer_groups.discard(group)
+        await self._unregister_from_brokers("producer", group)
 
     def register_consumer(self, registration: ConsumerRegistration) -> None:
         validate_client_group(registration.group)
@@ -171,8 +173,19 @@ class ClientInstance:
             )
         self._consumers[registration.group] = registration
 
-    def unregister_consumer(self, group: str) -> None:
+    async def unregister_consumer(self, group: str) -> None:
+        """Forget the consumer group and tell every known broker (UNREGISTER_CLIENT), so its
+        remaining members rebalance at once instead of after the channel expiry."""
         self._consumers.pop(group, None)
+        await self._unregister_from_brokers("consumer", group)
+
+    async def _unregister_from_brokers(self, role: str, group: str) -> None:
+        groups = {"producer_group": group} if role == "producer" else {"consumer_group": group}
+        for address in set(self.broker_addresses.values()):
+            try:
+                await client_manage.unregister_client(self.remoting, address, self.client_id, timeout_s=1, **groups)
+            except RocketMQError as exc:
+                log.debug("unregistering %s %s from %s failed: %s", role, group, address, exc)
 
     def add_route_listener(self, listener: Callable[[str, TopicRouteData], None]) -> None:
         self._route_listeners.append(listener)

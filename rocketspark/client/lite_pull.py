@@ -20,7 +20,6 @@ from typing import Self
 import pyarrow as pa
 
 from rocketspark.client import allocation
-from rocketspark.client.api import client_manage
 from rocketspark.client.api import offset as offset_api
 from rocketspark.client.api.pull import PullStatus
 from rocketspark.client.config import ClientConfig
@@ -160,16 +159,8 @@ class AsyncLitePullConsumer:
         if self.auto_commit:
             await self._auto_commit()
         self._lifecycle.state = ServiceState.SHUTDOWN_ALREADY
-        instance = self.instance
-        instance.unregister_consumer(self.group)
-        for address in set(instance.broker_addresses.values()):
-            try:
-                await client_manage.unregister_client(
-                    instance.remoting, address, instance.client_id, consumer_group=self.group, timeout_s=1
-                )
-            except RocketMQError as exc:
-                log.debug("unregistering consumer %s from %s failed: %s", self.group, address, exc)
-        await instance.release()
+        await self.instance.unregister_consumer(self.group)
+        await self.instance.release()
 
     async def __aenter__(self) -> Self:
         await self.start()

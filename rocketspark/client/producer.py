@@ -20,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketspark.client.api import client_manage
 from rocketspark.client.api.send import SendResult, send_arrow, send_message, send_oneway
 from rocketspark.client.config import ClientConfig
 from rocketspark.client.instance import ClientInstance
@@ -132,16 +131,8 @@ class AsyncProducer:
         if self._lifecycle.state is not ServiceState.RUNNING or self.instance is None:
             return
         self._lifecycle.state = ServiceState.SHUTDOWN_ALREADY
-        instance = self.instance
-        instance.unregister_producer(self.group)
-        for address in set(instance.broker_addresses.values()):
-            try:
-                await client_manage.unregister_client(
-                    instance.remoting, address, instance.client_id, producer_group=self.group, timeout_s=1
-                )
-            except RocketMQError as exc:
-                log.debug("unregistering producer %s from %s failed: %s", self.group, address, exc)
-        await instance.release()
+        await self.instance.unregister_producer(self.group)
+        await self.instance.release()
 
     async def __aenter__(self) -> Self:
         await self.start()

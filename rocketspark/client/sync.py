@@ -42,6 +42,21 @@ class _Blocking:
     def _run(self, coroutine: Coroutine[Any, Any, T], timeout_s: float | None) -> T:
         return self._loop.run(coroutine, timeout_s)
 
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
 
 class Producer(_Blocking):
     """Blocking producer; see :class:`~rocketspark.client.producer.AsyncProducer` for the options."""
@@ -56,15 +71,6 @@ class Producer(_Blocking):
 
     def shutdown(self) -> None:
         self._run(self.async_producer.shutdown(), self._timeout_s)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
     def send(
         self, message: Message, *, queue: MessageQueue | None = None, sharding_key: str | None = None
@@ -106,15 +112,6 @@ class LitePullConsumer(_Blocking):
 
     def shutdown(self) -> None:
         self._run(self.async_consumer.shutdown(), self._timeout_s * 2)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self._loop.loop.call_soon_threadsafe(self.async_consumer.subscribe, topic, expression)

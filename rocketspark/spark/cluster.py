@@ -174,7 +174,7 @@ def keep_group_alive(options: SourceOptions, topics: Callable[[], Iterable[str]]
     key = (options.namesrv_addr, group)
     client = instance(options.namesrv_addr)
 
-    def consumer_data() -> ConsumerData:
+    def consumer_data() -> ConsumerData:  # what each heartbeat says of the group
         return ConsumerData(
             group,
             consume_type=ConsumeType.CONSUME_ACTIVELY,
@@ -184,7 +184,7 @@ def keep_group_alive(options: SourceOptions, topics: Callable[[], Iterable[str]]
 
     with _lock:
         told = _heartbeaten.get(key)
-        if told is None:
+        if told is None:  # first call in this process: register the group once
             client.register_consumer(ConsumerRegistration(group, consumer_data, topics))
             told = frozenset()
         known = frozenset(client.broker_addresses.values())

@@ -117,4 +117,4 @@ def _lost(options: SourceOptions, queue_range: QueueRange, offset: int, low: int
     if options.fail_on_data_loss:
         raise DataLossError(message + "; set failOnDataLoss=false to skip them")
     log.warning("%s; skipping them (failOnDataLoss=false)", message)
-    return max(next_offset, offset + 1) if next_offset > offset else queue_range.end
+    return next_offset if next_offset > offset else queue_range.end
