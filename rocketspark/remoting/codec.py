@@ -109,14 +109,17 @@ def _language(value: Any) -> LanguageCode:
 
 
 def _int_field(header: dict[str, Any], name: str, default: int | None) -> int:
+    """A field Java declares `int`: a number (or a numeric string) within 32 bits."""
     value = header.get(name, default)
     if isinstance(value, bool) or value is None:
         raise ProtocolError(f"JSON header field '{name}' is missing or not a number: {value!r}")
-    if isinstance(value, int):
-        return value
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    raise ProtocolError(f"JSON header field '{name}' is not a number: {value!r}")
+        value = int(value)
+    if not isinstance(value, int):
+        raise ProtocolError(f"JSON header field '{name}' is not a number: {value!r}")
+    if not -(2**31) <= value < 2**31:
+        raise ProtocolError(f"JSON header field '{name}' = {value} does not fit a 32-bit int")
+    return value
 
 
 def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
@@ -214,14 +217,18 @@ class FrameDecoder:
     """Incremental decoder for a byte stream of frames.
 
     Feed it whatever the socket delivered; it yields each complete command. After it raises
-    :class:`ProtocolError` the stream position is unknown and the decoder must be discarded.
+    :class:`ProtocolError` the stream position is unknown: every later `feed` raises too, and the
+    connection must be closed.
     """
 
     def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
         self.max_frame_length = max_frame_length
         self._buffer = bytearray()
+        self._failed = False
 
     def feed(self, data: bytes) -> Iterator[RemotingCommand]:
+        if self._failed:
+            raise ProtocolError("the stream already held an undecodable frame; close the connection")
         buffer = self._buffer
         buffer += data
         pos = 0
@@ -237,9 +244,16 @@ class FrameDecoder:
                 cmd = decode_frame(view[pos + 4 : pos + 4 + length])
                 pos += 4 + length
                 yield cmd
+        except ProtocolError:
+            # The traceback still holds slices of `view`, which pin the buffer's size: resizing it
+            # would raise BufferError instead of this error. The buffer is useless now anyway.
+            self._failed = True
+            self._buffer = bytearray()
+            raise
         finally:
             view.release()
-            del buffer[:pos]
+            if not self._failed:
+                del buffer[:pos]
 
     @property
     def buffered(self) -> int:

@@ -110,7 +110,7 @@ def test_frames_split_and_coalesced_across_reads() -> None:
     commands = [RemotingCommand.request(RequestCode.PULL_MESSAGE, body=bytes([i]) * i) for i in range(1, 6)]
     stream = b"".join(encode(c, SerializeType(i % 2)) for i, c in enumerate(commands))
     decoder = FrameDecoder()
-    decoded = []
+    decoded: list[RemotingCommand] = []
     for i in range(0, len(stream), 7):
         decoded.extend(decoder.feed(stream[i : i + 7]))
     assert decoded == commands
@@ -184,3 +184,67 @@ def test_valid_frame_then_garbage(prefix: RemotingCommand, noise: bytes) -> None
     except ProtocolError:
         pass
     assert seen[:1] == [prefix]
+
+
+MALFORMED_FRAMES = [
+    json_frame(b"not json"),
+    json_frame(b'{"code":1,"extFields":[1]}'),
+    json_frame(b'{"code":"x1"}'),
+    json_frame(b'{"code":4294967296}'),  # beyond Java's int
+    struct.pack(">ii", 8, 100) + b"{}{}",
+    struct.pack(">ii", 6, 7 << 24 | 2) + b"{}",
+    struct.pack(">ii", 8, 1 << 24 | 4) + b"\x00\x01\x02\x03",  # binary header cut short
+    encode(RemotingCommand(code=1, remark="r"), SerializeType.ROCKETMQ).replace(b"r", b"\xff"),
+]
+
+
+@pytest.mark.parametrize("malformed", MALFORMED_FRAMES)
+def test_valid_frame_then_malformed_one_is_a_protocol_error(malformed: bytes) -> None:
+    """The first frame is decoded, the second raises ProtocolError (not BufferError), and the
+    decoder refuses further input, since the stream position is lost."""
+    first = RemotingCommand.request(RequestCode.HEART_BEAT, body=b"{}")
+    decoder = FrameDecoder()
+    seen = []
+    with pytest.raises(ProtocolError):
+        for command in decoder.feed(encode(first) + malformed):
+            seen.append(command)
+    assert seen == [first]
+    with pytest.raises(ProtocolError, match="already held an undecodable frame"):
+        list(decoder.feed(encode(first)))
+
+
+@st.composite
+def mutated_frames(draw: st.DrawFn) -> bytes:
+    """A valid frame damaged where the header decoders look, its length field kept consistent
+    so that the damage reaches the header decoders instead of the framing check."""
+    command = draw(commands)
+    frame = bytearray(encode(command, draw(st.sampled_from(SerializeType))))
+    header_length = struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF
+    mutation = draw(st.sampled_from(["overwrite", "truncate", "header_length", "serialize_type"]))
+    if mutation == "overwrite" and header_length:
+        for _ in range(draw(st.integers(1, 4))):
+            frame[8 + draw(st.integers(0, header_length - 1))] = draw(st.integers(0, 255))
+    elif mutation == "truncate":
+        del frame[8 + draw(st.integers(0, header_length)) :]
+    elif mutation == "header_length":
+        struct.pack_into(">i", frame, 4, frame[4] << 24 | draw(st.integers(0, 0xFFFFFF)))
+    else:
+        frame[4] = draw(st.integers(0, 255))
+    struct.pack_into(">i", frame, 0, len(frame) - 4)
+    return bytes(frame)
+
+
+@settings(max_examples=1000)
+@given(first=commands, damaged=mutated_frames(), chunk=st.integers(1, 4096))
+def test_valid_frame_then_damaged_frame(first: RemotingCommand, damaged: bytes, chunk: int) -> None:
+    decoder = FrameDecoder()
+    stream = encode(first) + damaged
+    seen: list[RemotingCommand] = []
+    try:
+        for i in range(0, len(stream), chunk):
+            seen.extend(decoder.feed(stream[i : i + chunk]))
+    except ProtocolError:
+        assert len(seen) == 1
+    else:
+        assert len(seen) == 2  # damage the decoders tolerate still yields a command
+    assert seen[0] == first
