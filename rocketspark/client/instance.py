@@ -82,9 +82,9 @@ class ClientInstance:
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addresses: dict[str, str] = {}  # broker name -> master address
         self.broker_versions: dict[str, int] = {}
-        self._producer_groups: set[str] = set()
+        self._producers: dict[str, set[str]] = {}  # producer group -> the topics it sends to
         self._consumers: dict[str, ConsumerRegistration] = {}
-        self._published_topics: set[str] = set()
+        self._routed_since_refresh: set[str] = set()  # topics asked for outside producers and consumers
         self._route_listeners: list[Callable[[str, TopicRouteData], None]] = []
         self._lifecycle = Lifecycle(f"client instance {self.client_id}")
         self._failing_brokers: set[str] = set()
@@ -156,13 +156,13 @@ class ClientInstance:
 
     def register_producer(self, group: str) -> None:
         validate_client_group(group)
-        if group in self._producer_groups:
+        if group in self._producers:
             raise ValidationError(f"producer group {group} is already registered in client {self.client_id}")
-        self._producer_groups.add(group)
+        self._producers[group] = set()
 
     async def unregister_producer(self, group: str) -> None:
         """Forget the producer group and tell every known broker (UNREGISTER_CLIENT)."""
-        self._producer_groups.discard(group)
+        self._producers.pop(group, None)
         await self._unregister_from_brokers("producer", group)
 
     def register_consumer(self, registration: ConsumerRegistration) -> None:
@@ -204,13 +204,15 @@ class ClientInstance:
     # -- routes --------------------------------------------------------------------------------
 
     def topics_in_use(self) -> set[str]:
-        topics = set(self._published_topics)
+        """Topics of registered producers and consumers: the routes `refresh_routes` keeps fresh."""
+        topics = set().union(*self._producers.values())
         for registration in self._consumers.values():
             topics.update(registration.topics())
         return topics
 
     async def fetch_route(self, topic: str) -> TopicRouteData | None:
         """Ask the name servers; None when no broker serves the topic. Caches and announces changes."""
+        self._routed_since_refresh.add(topic)
         request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic, True))
         response = await self.namesrv.invoke(request)
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
@@ -231,6 +233,7 @@ class ClientInstance:
         self.require_running()
         cached = None if refresh else self.routes.get(topic)
         if cached is not None:
+            self._routed_since_refresh.add(topic)
             return cached
         route = await self.fetch_route(topic)
         if route is None:
@@ -241,12 +244,14 @@ class ClientInstance:
             )
         return route
 
-    def use_topic(self, topic: str) -> None:
-        """Keep `topic`'s route fresh (producers call this for the topics they send to)."""
-        self._published_topics.add(topic)
+    def use_topic(self, group: str, topic: str) -> None:
+        """Keep `topic`'s route fresh while producer `group` is registered (it sends to `topic`)."""
+        self._producers[group].add(topic)
 
     async def broker_address(self, broker_name: str, topic: str | None = None) -> str:
         """The master address of `broker_name`, refreshing `topic`'s route once when unknown."""
+        if topic is not None:
+            self._routed_since_refresh.add(topic)
         address = self.broker_addresses.get(broker_name)
         if address is None and topic is not None:
             await self.route(topic, refresh=True)
@@ -256,24 +261,35 @@ class ClientInstance:
         return address
 
     async def refresh_routes(self) -> None:
-        for topic in sorted(self.topics_in_use()):
+        """Refresh the routes of the topics in use, evict the others (a route asked for directly is
+        kept until the refresh after the last ask), and forget brokers no route lists: heartbeats
+        and unregistrations go only to brokers of topics in use."""
+        in_use = self.topics_in_use()
+        for topic in sorted(in_use):
             try:
                 await self.fetch_route(topic)
             except RocketMQError as exc:
                 log.warning("refreshing the route of %s failed: %s", topic, exc)
+        keep = in_use | self._routed_since_refresh
+        self._routed_since_refresh = set()
+        for topic in [t for t in self.routes if t not in keep]:
+            log.debug("topic %s is no longer used; dropping its route", topic)
+            del self.routes[topic]
         live: set[str] = set()
         for route in self.routes.values():
             live.update(master_addresses(route))
         for name in [n for n in self.broker_addresses if n not in live]:
-            log.info("broker %s is in no route any more; forgetting it", name)
+            log.info("broker %s is in no route in use any more; forgetting it", name)
             del self.broker_addresses[name]
+            self.broker_versions.pop(name, None)
+            self._failing_brokers.discard(name)
 
     # -- heartbeats ----------------------------------------------------------------------------
 
     def heartbeat_data(self) -> HeartbeatData:
         return HeartbeatData(
             self.client_id,
-            producer_data_set=[ProducerData(g) for g in sorted(self._producer_groups)],
+            producer_data_set=[ProducerData(g) for g in sorted(self._producers)],
             consumer_data_set=[r.consumer_data() for r in self._consumers.values()],
         )
 

@@ -159,7 +159,7 @@ class AsyncProducer:
             template = instance.routes.get(AUTO_CREATE_TOPIC_KEY)
             if current is cached[0] or (current is None and template is cached[0]):
                 return cached[1]
-        instance.use_topic(topic)
+        instance.use_topic(self.group, topic)
         try:
             route = await instance.route(topic)
         except TopicNotExistError:
