@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -33,6 +33,11 @@ def shared_loop() -> EventLoopThread:
         if loop is None or loop.loop.is_closed():
             loop = _shared["loop"] = EventLoopThread("rocketspark-client")
         return loop
+
+
+async def _call(function: Callable[..., T], *args: Any) -> T:
+    """`function(*args)` on the loop thread, for synchronous methods that touch the loop's state."""
+    return function(*args)
 
 
 class _Blocking:
@@ -114,10 +119,12 @@ class LitePullConsumer(_Blocking):
         self._run(self.async_consumer.shutdown(), self._timeout_s * 2)
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
-        self._loop.loop.call_soon_threadsafe(self.async_consumer.subscribe, topic, expression)
+        """Read `topic`; a bad topic or expression raises here (ValidationError)."""
+        self._run(_call(self.async_consumer.subscribe, topic, expression), self._timeout_s)
 
     def assign(self, queues: list[MessageQueue]) -> None:
-        self._loop.loop.call_soon_threadsafe(self.async_consumer.assign, queues)
+        """Read exactly these queues; mixing with subscribe() raises here (ValidationError)."""
+        self._run(_call(self.async_consumer.assign, queues), self._timeout_s)
 
     def assignment(self) -> set[MessageQueue]:
         return self.async_consumer.assignment()

@@ -255,3 +255,14 @@ async def test_unknown_topic_without_auto_create(servers) -> None:
 
 def test_queue_type_is_exported() -> None:
     assert MessageQueue("T", "b", 0) < MessageQueue("T", "b", 1)
+
+
+def test_blocking_subscribe_and_assign_raise_in_the_caller(cluster: Cluster) -> None:
+    with LitePullConsumer("blocking_errors", namesrv_addr=cluster.namesrv_addr) as consumer:
+        with pytest.raises(ValidationError, match="topic"):
+            consumer.subscribe("no spaces allowed")
+        with pytest.raises(ValidationError, match="names no tag"):
+            consumer.subscribe("BlockingErrors", " || ")
+        consumer.subscribe("BlockingErrors")
+        with pytest.raises(ValidationError, match="do not mix"):
+            consumer.assign([MessageQueue("BlockingErrors", "broker-a", 0)])
