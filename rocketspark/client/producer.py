@@ -26,10 +26,9 @@ from rocketspark.client.instance import ClientInstance
 from rocketspark.client.lifecycle import Lifecycle, ServiceState
 from rocketspark.client.queue_selector import RoundRobinSelector, select_by_key
 from rocketspark.client.routes import publish_queues, with_queue_limit
+from rocketspark.client.send_retry import send_with_retries
 from rocketspark.errors import (
     RequestCodeNotSupportedError,
-    ResponseError,
-    RocketMQError,
     TopicNotExistError,
     ValidationError,
 )
@@ -48,7 +47,6 @@ from rocketspark.message.validation import (
 )
 from rocketspark.remoting.body.route import TopicRouteData
 from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.errors import RemotingError, RemotingTimeoutError
 from rocketspark.remoting.headers.send import SendMessageRequestHeader
 
 log = logging.getLogger(__name__)
@@ -58,22 +56,6 @@ T = TypeVar("T")
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 #: Arrow sends are cut into requests of about this many body bytes, well inside the 16 MiB frame
 ARROW_REQUEST_BYTES = 8 * 1024 * 1024
-#: answers after which Java's producer tries another broker
-_RETRY_CODES = frozenset(
-    {
-        ResponseCode.TOPIC_NOT_EXIST,
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        ResponseCode.SYSTEM_ERROR,
-        ResponseCode.SYSTEM_BUSY,
-        ResponseCode.NO_PERMISSION,
-    }
-)
-
-
-class SendError(RocketMQError):
-    """Every attempt of a send failed; the message names the brokers tried and why."""
-
-    retriable = True
 
 
 class AsyncProducer:
@@ -273,33 +255,17 @@ class AsyncProducer:
         timeout_ms: int | None,
         attempt: Callable[[ClientInstance, MessageQueue, float], Awaitable[T]],
     ) -> T:
-        """Run `attempt` on a chosen queue; on failure, again on another broker (round robin only)."""
+        """Run `attempt` on a chosen queue, with the retries of :mod:`~rocketspark.client.send_retry`."""
         instance = self._running()
-        timeout_s = (timeout_ms or self.send_timeout_ms) / 1000
-        deadline = time.monotonic() + timeout_s
-        fixed = queue is not None or sharding_key is not None
-        attempts = 1 if fixed else 1 + self.retry_times_when_send_failed
-        failures: list[str] = []
-        avoid: str | None = None
-        for _ in range(attempts):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                failures.append("no time left")
-                break
-            target = await self._target(topic, queue, sharding_key, avoid)
-            try:
-                return await attempt(instance, target, remaining)
-            except (RemotingError, ResponseError) as exc:
-                if isinstance(exc, ResponseError) and exc.code not in _RETRY_CODES:
-                    raise
-                failures.append(f"{target.broker_name}: {exc}")
-                avoid = target.broker_name
-                if isinstance(exc, ResponseError) and exc.code == ResponseCode.TOPIC_NOT_EXIST:
-                    await instance.route(topic, refresh=True)
-        error = SendError(f"send to topic {topic} failed after {len(failures)} attempt(s): {'; '.join(failures)}")
-        if failures and failures[-1] == "no time left":
-            raise RemotingTimeoutError(str(error))
-        raise error
+        return await send_with_retries(
+            topic,
+            lambda avoid: self._target(topic, queue, sharding_key, avoid),
+            lambda target, remaining_s: attempt(instance, target, remaining_s),
+            retries=self.retry_times_when_send_failed,
+            timeout_s=(timeout_ms or self.send_timeout_ms) / 1000,
+            fixed_queue=queue is not None or sharding_key is not None,
+            refresh_route=lambda: instance.route(topic, refresh=True),
+        )
 
     # -- batches -------------------------------------------------------------------------------
 
@@ -375,13 +341,13 @@ class AsyncProducer:
     async def _send_arrow_chunk(
         self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue | None
     ) -> list[SendResult]:
+        if not self.use_arrow:
+            return await self._send_standard_rows(topic, chunk, queue)
         header = self._header(Message(topic, b""), {}, 0)
         first_id = chunk.column("uniq_key")[0].as_py()
-        fallback: list[MessageQueue] = []
 
         async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult | None:
-            if not self.use_arrow or target.broker_name in self._standard_only:
-                fallback.append(target)
+            if target.broker_name in self._standard_only:
                 return None
             header.queue_id = target.queue_id
             address = await instance.broker_address(target.broker_name, target.topic)
@@ -398,16 +364,18 @@ class AsyncProducer:
             except RequestCodeNotSupportedError:
                 log.info("broker %s does not serve the Arrow send; using standard batches with it", target.broker_name)
                 self._standard_only.add(target.broker_name)
-                fallback.append(target)
                 return None
 
         result = await self._with_retries(topic, queue, None, None, attempt)
         if result is not None:
             return [result]
-        return await self._send_standard_rows(topic, chunk, fallback[-1])
+        return await self._send_standard_rows(topic, chunk, queue)
 
-    async def _send_standard_rows(self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue) -> list[SendResult]:
-        """The Arrow rows as standard batches (for brokers without the Arrow send)."""
+    async def _send_standard_rows(
+        self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue | None
+    ) -> list[SendResult]:
+        """The Arrow rows as standard batches (for brokers without the Arrow send), each sent, and
+        retried, as any batch."""
         properties = encode_properties_column(
             chunk.column("properties"),
             tags=chunk.column("tags"),

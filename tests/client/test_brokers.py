@@ -11,6 +11,7 @@ import pytest
 from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, Message
 from rocketspark.client.api import admin
 from rocketspark.errors import RocketMQError
+from rocketspark.processes import wait_registered
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
@@ -125,3 +126,28 @@ async def test_dead_broker_is_a_clear_error_within_the_timeout(servers: ServerFa
             await producer.send(Message("Doomed", b"second"))
         assert time.monotonic() - started < 5
         await asyncio.sleep(0)
+
+
+@pytest.mark.slow
+async def test_arrow_fallback_sends_fail_over_like_any_send(servers: ServerFactory) -> None:
+    namesrv = servers.namesrv()
+    brokers = {
+        name: servers.broker(namesrv.address, "--set", "arrowEnable=false", broker_name=name)
+        for name in ("broker-a", "broker-b")
+    }
+    remoting = RemotingClient()
+    try:
+        for broker in brokers.values():
+            await admin.create_topic(remoting, broker.address, TopicConfig("ArrowFailover", 2, 2))
+            wait_registered(namesrv.address, broker.address, ("ArrowFailover",))
+        async with AsyncProducer("arrow_failover", namesrv_addr=namesrv.address, send_timeout_ms=5_000) as producer:
+            assert len(await producer.fetch_publish_queues("ArrowFailover")) == 4
+            for _ in range(4):  # both brokers answer the Arrow send "not supported" and are remembered
+                await producer.send_arrow(sample_table(10), "ArrowFailover")
+            brokers["broker-a"].kill()
+            after_kill = [await producer.send_arrow(sample_table(10), "ArrowFailover") for _ in range(8)]
+        assert {r.message_queue.broker_name for results in after_kill for r in results} == {"broker-b"}
+        stored = await admin.get_runtime_info(remoting, brokers["broker-b"].address)
+        assert int(stored["standardSendMessages"]) >= 80 and int(stored["arrowSendMessages"]) == 0
+    finally:
+        await remoting.close()

@@ -1,0 +1,91 @@
+"""The retry policy of every send: which failures are tried again, where, and after what pause.
+
+As Java's DefaultMQProducer: a send that failed with a connection error or one of the answers in
+`RETRY_CODES` is tried again on another broker, up to `retry_times_when_send_failed` times, within
+one deadline shared by every attempt; a send to a fixed queue (explicit, or by sharding key) is not.
+`SYSTEM_BUSY` is different: the broker refused without storing anything because it cannot keep up,
+so the send is tried again after an exponential backoff (as RocketMQ's clients back off when a
+broker asks for fewer requests), on another broker when there is one, on the same queue when the
+queue is fixed (order is kept: nothing was stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from rocketspark.errors import ResponseError, RocketMQError
+from rocketspark.message.queue import MessageQueue
+from rocketspark.remoting.codes import ResponseCode
+from rocketspark.remoting.errors import RemotingError, RemotingTimeoutError
+
+T = TypeVar("T")
+
+#: answers after which Java's producer tries another broker
+RETRY_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_BUSY,
+        ResponseCode.NO_PERMISSION,
+    }
+)
+#: the first pause after SYSTEM_BUSY; it doubles with each busy answer, up to BUSY_BACKOFF_MAX_S
+BUSY_BACKOFF_S = 0.1
+BUSY_BACKOFF_MAX_S = 1.0
+
+
+class SendError(RocketMQError):
+    """Every attempt of a send failed; the message names the brokers tried and why."""
+
+    retriable = True
+
+
+async def send_with_retries(
+    topic: str,
+    choose: Callable[[str | None], Awaitable[MessageQueue]],
+    attempt: Callable[[MessageQueue, float], Awaitable[T]],
+    *,
+    retries: int,
+    timeout_s: float,
+    fixed_queue: bool,
+    refresh_route: Callable[[], Awaitable[object]],
+) -> T:
+    """`attempt(queue, seconds left)` on `choose(broker to avoid)`'s queue until one succeeds.
+
+    Raises the first answer that retrying cannot help, SendError when every attempt failed, and
+    RemotingTimeoutError when the deadline passed first.
+    """
+    deadline = time.monotonic() + timeout_s
+    failures: list[str] = []
+    avoid: str | None = None
+    pause_s = BUSY_BACKOFF_S
+    for _ in range(1 + retries):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RemotingTimeoutError(_failed(topic, [*failures, "no time left"]))
+        target = await choose(avoid)
+        try:
+            return await attempt(target, remaining)
+        except (RemotingError, ResponseError) as exc:
+            code = exc.code if isinstance(exc, ResponseError) else None
+            if code is not None and code not in RETRY_CODES:
+                raise
+            failures.append(f"{target.broker_name}: {exc}")
+            busy = code == ResponseCode.SYSTEM_BUSY
+            if fixed_queue and not busy:
+                break
+            avoid = target.broker_name  # a fixed queue stays what it is
+            if code == ResponseCode.TOPIC_NOT_EXIST:
+                await refresh_route()
+            if busy:
+                await asyncio.sleep(min(pause_s, max(0.0, deadline - time.monotonic())))
+                pause_s = min(2 * pause_s, BUSY_BACKOFF_MAX_S)
+    raise SendError(_failed(topic, failures))
+
+
+def _failed(topic: str, failures: list[str]) -> str:
+    return f"send to topic {topic} failed after {len(failures)} attempt(s): {'; '.join(failures)}"
