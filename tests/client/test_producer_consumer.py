@@ -23,6 +23,8 @@ from rocketspark.client.config import ClientConfig
 from rocketspark.client.lifecycle import ClientStateError
 from rocketspark.errors import RocketMQError, TopicNotExistError, ValidationError
 from rocketspark.message import properties as props
+from rocketspark.message.codec import decode_records
+from rocketspark.message.ids import decode_offset_msg_id
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.client.conftest import Cluster
@@ -266,3 +268,17 @@ def test_blocking_subscribe_and_assign_raise_in_the_caller(cluster: Cluster) -> 
         consumer.subscribe("BlockingErrors")
         with pytest.raises(ValidationError, match="do not mix"):
             consumer.assign([MessageQueue("BlockingErrors", "broker-a", 0)])
+
+
+async def test_arrow_send_result_carries_the_offset_msg_id(cluster: Cluster) -> None:
+    table = pa.table({"body": [f"located {i}".encode() for i in range(50)]})
+    async with AsyncProducer("arrow_offset_ids", namesrv_addr=cluster.namesrv_addr) as producer:
+        (result,) = await producer.send_arrow(table, "ArrowOffsetIds")
+    store_host, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
+    assert store_host == cluster.broker.address
+    remoting = RemotingClient()
+    try:
+        (first,) = decode_records(await admin.view_message(remoting, store_host, commit_log_offset))
+    finally:
+        await remoting.close()
+    assert (first.body, first.msg_id, first.queue_offset) == (b"located 0", result.msg_id, result.queue_offset)

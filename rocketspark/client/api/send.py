@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from rocketspark.client.api.common import call
+from rocketspark.message.ids import offset_msg_id
 from rocketspark.message.queue import MessageQueue
 from rocketspark.message.schema import PRODUCER_SCHEMA
 from rocketspark.remoting.client import RemotingClient
@@ -43,7 +44,7 @@ class SendResult:
 
     status: SendStatus
     msg_id: str  # the producer's UNIQ_KEY (comma-joined for a batch; the first one for an Arrow batch)
-    offset_msg_id: str  # the broker's offset msgId(s)
+    offset_msg_id: str  # the broker's offset msgId(s), as msg_id (the first one for an Arrow batch)
     message_queue: MessageQueue
     queue_offset: int
     count: int = 1
@@ -113,7 +114,10 @@ async def send_arrow(
     first_msg_id: str,
     timeout_s: float | None = None,
 ) -> SendResult:
-    """The Arrow send extension; RequestCodeNotSupportedError from brokers without it."""
+    """The Arrow send extension; RequestCodeNotSupportedError from brokers without it.
+
+    The broker answers the commit log offset of the batch's first message; with the broker's
+    address (its store host, as in standard answers) that is the first message's offset msgId."""
     request = RemotingCommand(
         code=ExtensionCode.ARROW_SEND_MESSAGE,
         opaque=next_opaque(),
@@ -125,7 +129,7 @@ async def send_arrow(
     return SendResult(
         _STATUS[ResponseCode(response.code)],
         first_msg_id,
-        "",
+        offset_msg_id(broker_addr, answer.commit_log_offset),
         MessageQueue(header.topic, broker_name, answer.queue_id),
         answer.queue_offset,
         answer.count,
