@@ -7,10 +7,10 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.planning import RocketMQPartition, plan_partitions
 from rocketspark.spark.positions import resolve
+from rocketspark.spark.queue_view import QueueView
 from rocketspark.spark.reading import read_partition
 
 
@@ -20,12 +20,14 @@ class RocketMQBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         """Resolved on the driver when Spark plans the read: from `startingOffsets` (or
-        `startingTimestamp`) to `endingOffsets` (or `endingTimestamp`)."""
-        view = cluster.QueueView(self.options)
+        `startingTimestamp`) to `endingOffsets` (or `endingTimestamp`). Every queue's broker must
+        answer (after retries): a bounded read never leaves a queue out."""
+        view = QueueView(self.options)
         queues = view.queues(must_exist=True)
         group = self.options.consumer_group
         start = resolve(view, queues, self.options.starting, group)
         end = resolve(view, queues, self.options.ending, group)
+        view.require_reachable("plan the batch read")
         return plan_partitions(start, {q: max(end[q], start[q]) for q in queues}, self.options.num_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rocketspark.client.api.pull import PullStatus
 from rocketspark.client.puller import QueuePuller
@@ -50,8 +51,10 @@ def read_partition(options: SourceOptions, partition: RocketMQPartition) -> Iter
 def read_range(puller: QueuePuller, options: SourceOptions, queue_range: QueueRange) -> Iterator[pa.RecordBatch]:
     """Messages [start, end) of one queue, as Spark batches.
 
-    A broker that cannot be reached, or a queue whose messages are not there yet, is retried until
-    `pullTimeoutMs` passes without progress; messages that are gone for good are data loss.
+    Exactly the (matching) messages of [start, end): never one at or past `end`, so a micro-batch
+    and its replay hold the same rows. A broker that cannot be reached, or a queue whose messages
+    are not there yet, is retried until `pullTimeoutMs` passes without progress; messages that are
+    gone for good are data loss.
     """
     queue = queue_range.queue
     offset = queue_range.start
@@ -75,7 +78,9 @@ def read_range(puller: QueuePuller, options: SourceOptions, queue_range: QueueRa
             continue
         if pulled.status is PullStatus.FOUND and pulled.batch is not None:
             stalled_since = None
-            yield to_spark_batch(pulled.batch, queue.broker_name)
+            batch = within(pulled.batch, queue_range.end)
+            if batch.num_rows:
+                yield to_spark_batch(batch, queue.broker_name)
             offset = pulled.next_begin_offset
         elif pulled.status is PullStatus.NO_MATCHED_MSG:
             stalled_since = None
@@ -86,6 +91,15 @@ def read_range(puller: QueuePuller, options: SourceOptions, queue_range: QueueRa
             if pulled.max_offset < queue_range.end and pulled.max_offset <= offset and stalled_since is None:
                 log.warning("%s holds offsets up to %d; waiting for %d", queue, pulled.max_offset, queue_range.end)
             stalled_since = _stall(stalled_since, options, queue_range, offset, f"max offset {pulled.max_offset}")
+
+
+def within(batch: pa.RecordBatch, end: int) -> pa.RecordBatch:
+    """The rows of a pulled batch before `end`. A tag filter makes the broker count only matching
+    messages, so it scans, and answers, past the planned end of the range."""
+    offsets = batch.column("queue_offset")
+    if not len(offsets) or offsets[-1].as_py() < end:
+        return batch
+    return batch.filter(pc.less(offsets, end))
 
 
 def _refresh_route(puller: QueuePuller, topic: str) -> None:
