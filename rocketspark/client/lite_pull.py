@@ -1,8 +1,9 @@
 """`AsyncLitePullConsumer`: poll messages (or Arrow batches) from subscribed or assigned queues.
 
-As Java's DefaultLitePullConsumer: one background pull per assigned queue keeps a bounded buffer
-filled (long polling on the broker, flow control when the buffer is full); `poll()` takes what is
-buffered. Progress is "next offset to consume" per queue, committed to the broker (clustering) or
+As Java's DefaultLitePullConsumer: one background pull per assigned queue keeps a buffer filled
+(long polling on the broker), pausing while the queue's buffered messages reach
+`pull_threshold_for_queue` or their bodies `pull_threshold_size_for_queue` MiB; `poll()` takes what
+is buffered. Progress is "next offset to consume" per queue, committed to the broker (clustering) or
 a local file (broadcasting) every `auto_commit_interval_ms`, or by `commit()`.
 """
 
@@ -18,6 +19,7 @@ from types import TracebackType
 from typing import Self
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rocketspark.client import allocation
 from rocketspark.client.api import offset as offset_api
@@ -49,6 +51,7 @@ class _QueueState:
     next_offset: int  # next offset to pull
     consumed_offset: int  # next offset to hand to poll(): what commits store
     cached: int = 0  # messages pulled but not yet polled
+    cached_bytes: int = 0  # their body bytes
     version: int = 0  # bumped by seek; buffered results of older versions are dropped
     task: asyncio.Task[None] | None = None
 
@@ -58,8 +61,16 @@ class _Pulled:
     state: _QueueState
     version: int
     count: int
+    size: int  # body bytes
     next_offset: int  # where the pull that brought the payload ended (filtered-out messages included)
     payload: list[MessageExt] | pa.RecordBatch
+
+
+def _body_bytes(payload: list[MessageExt] | pa.RecordBatch) -> int:
+    """What a pull brought counts against `pull_threshold_size_for_queue` by its (inflated) bodies."""
+    if isinstance(payload, pa.RecordBatch):
+        return int(pc.sum(pc.binary_length(payload.column("body"))).as_py())
+    return sum(len(m.body) for m in payload)
 
 
 @dataclass
@@ -83,14 +94,17 @@ class AsyncLitePullConsumer:
         auto_commit: bool = True,
         auto_commit_interval_ms: int = 5_000,
         pull_threshold_for_queue: int = 10_000,
+        pull_threshold_size_for_queue: int = 100,
         broker_suspend_max_time_ms: int = 20_000,
         pull_delay_on_error_ms: int = 1_000,
         rebalance_interval_ms: int = 20_000,
         offset_store_dir: Path | None = None,
         client_config: ClientConfig | None = None,
     ) -> None:
-        if pull_batch_size <= 0 or pull_threshold_for_queue <= 0:
-            raise ValidationError("pull_batch_size and pull_threshold_for_queue must be positive")
+        if min(pull_batch_size, pull_threshold_for_queue, pull_threshold_size_for_queue) <= 0:
+            raise ValidationError(
+                "pull_batch_size, pull_threshold_for_queue and pull_threshold_size_for_queue must be positive"
+            )
         self.group = group
         self.client_config = client_config or ClientConfig(namesrv_addr=namesrv_addr)
         self.consume_from_where = consume_from_where
@@ -101,6 +115,7 @@ class AsyncLitePullConsumer:
         self.arrow = arrow
         self.auto_commit = auto_commit
         self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue  # MiB, as in Java
         self.broker_suspend_max_time_ms = broker_suspend_max_time_ms
         self.pull_delay_on_error_s = pull_delay_on_error_ms / 1000
         self.offset_store_dir = offset_store_dir or Path.home() / ".rocketmq_offsets"
@@ -285,8 +300,9 @@ class AsyncLitePullConsumer:
         _, _, puller = self._running()
         queue = state.queue
         expression = self._expression(queue.topic)
+        max_bytes = self.pull_threshold_size_for_queue * 1024 * 1024
         while True:
-            if state.cached >= self.pull_threshold_for_queue:
+            if state.cached >= self.pull_threshold_for_queue or state.cached_bytes >= max_bytes:
                 await asyncio.sleep(0.05)  # flow control: wait for poll() to take what is buffered
                 continue
             version, offset = state.version, state.next_offset
@@ -313,8 +329,10 @@ class AsyncLitePullConsumer:
                 if state.consumed_offset == offset:
                     state.consumed_offset = pulled.next_begin_offset
             if count and payload is not None:
+                size = _body_bytes(payload)
                 state.cached += count
-                await self._buffer.put(_Pulled(state, version, count, pulled.next_begin_offset, payload))
+                state.cached_bytes += size
+                await self._buffer.put(_Pulled(state, version, count, size, pulled.next_begin_offset, payload))
             elif state.cached == 0 and state.consumed_offset == offset:
                 state.consumed_offset = pulled.next_begin_offset  # filtered-out messages count as consumed
             state.next_offset = pulled.next_begin_offset
@@ -362,6 +380,7 @@ class AsyncLitePullConsumer:
         for item in taken:
             state = item.state
             state.cached = max(0, state.cached - item.count)
+            state.cached_bytes = max(0, state.cached_bytes - item.size)
             if item.version != state.version or self._queues.get(state.queue) is not state:
                 continue
             state.consumed_offset = max(state.consumed_offset, item.next_offset)

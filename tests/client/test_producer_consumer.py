@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from rocketspark import (
@@ -282,3 +284,39 @@ async def test_arrow_send_result_carries_the_offset_msg_id(cluster: Cluster) -> 
     finally:
         await remoting.close()
     assert (first.body, first.msg_id, first.queue_offset) == (b"located 0", result.msg_id, result.queue_offset)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arrow", [False, True])
+async def test_buffered_bytes_per_queue_are_bounded(cluster: Cluster, arrow: bool) -> None:
+    topic, body_size, count, batch = f"ByteBound{int(arrow)}", 64 * 1024, 200, 8
+    async with AsyncProducer(f"byte_bound_producer{int(arrow)}", namesrv_addr=cluster.namesrv_addr) as producer:
+        queue = (await producer.fetch_publish_queues(topic))[0]
+        await producer.send_batch([Message(topic, os.urandom(body_size)) for _ in range(count)], queue=queue)
+    consumer = AsyncLitePullConsumer(
+        f"byte_bound_reader{int(arrow)}",
+        namesrv_addr=cluster.namesrv_addr,
+        consume_from_where=FIRST,
+        arrow=arrow,
+        pull_batch_size=batch,
+        pull_threshold_size_for_queue=1,  # MiB: 16 of these bodies; the 200 sent hold 12.5 MiB
+    )
+
+    def body_bytes(polled: list) -> int:
+        if arrow:
+            return sum(pc.sum(pc.binary_length(b.column("body"))).as_py() for b in polled)
+        return sum(len(m.body) for m in polled)
+
+    async with consumer:
+        consumer.assign([queue])
+        await asyncio.sleep(2)  # the background pull fills the buffer as far as the bound lets it
+        buffered = body_bytes(await consumer.poll(1_000))
+        # the bound stops pulling once reached: at most one pull beyond it
+        assert 0 < buffered <= 1024 * 1024 + batch * body_size
+        received = [buffered]
+
+        async def the_rest() -> bool:
+            received.append(body_bytes(await consumer.poll(200)))
+            return sum(received) == count * body_size
+
+        await eventually(the_rest, timeout_s=30, interval_s=0, what="every message after the pauses")
