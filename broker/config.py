@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, check_frame_max_length
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S
 from rocketspark.remoting.schema import wire
 from rocketspark.settings import require_positive
@@ -55,6 +56,9 @@ class BrokerConfig:
     client_channel_scan_interval: int = 10_000
     rebalance_lock_max_live_time: int = 60_000
     server_channel_max_idle_time_seconds: float = DEFAULT_IDLE_TIMEOUT_S
+    # largest frame in bytes, either way (Java's -Dcom.rocketmq.remoting.frameMaxLength); a longer
+    # request closes its connection, and pull answers are cut to fit
+    frame_max_length: int = DEFAULT_MAX_FRAME_LENGTH
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -78,6 +82,7 @@ class BrokerConfig:
             "rebalance_lock_max_live_time",
             "default_topic_queue_nums",
         )
+        check_frame_max_length(self.frame_max_length, "frameMaxLength")
 
     @property
     def broker_addr(self) -> str:

@@ -54,6 +54,7 @@ class BrokerController:
             host=config.broker_ip1,
             port=config.listen_port,
             idle_timeout_s=config.server_channel_max_idle_time_seconds,
+            max_frame_length=config.frame_max_length,
         )
         self.client = RemotingClient()
         self.stats = BrokerStats()

@@ -26,7 +26,7 @@ class NamesrvController:
             host=config.host,
             port=config.port,
             idle_timeout_s=config.server_channel_max_idle_s,
-            max_frame_length=config.max_frame_length,
+            max_frame_length=config.frame_max_length,
         )
         self.server.add_close_listener(self.routes.on_channel_destroy)
         self._scan = PeriodicService(

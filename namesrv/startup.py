@@ -10,6 +10,7 @@ from pathlib import Path
 from namesrv.config import DEFAULT_PORT, NamesrvConfig, default_data_dir
 from namesrv.controller import NamesrvController
 from rocketspark.logs import LOG_LEVELS, configure_logging
+from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rocketspark.serving import run_process, serve_until_signalled
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[NamesrvConfig, str]:
     parser.add_argument("--scan-interval-ms", type=int, default=10_000, help="broker liveness scan period")
     parser.add_argument("--broker-expiry-ms", type=int, default=120_000, help="drop brokers silent this long")
     parser.add_argument("--idle-timeout-s", type=float, default=120.0, help="close connections idle this long")
+    parser.add_argument(
+        "--frame-max-length",
+        type=int,
+        default=DEFAULT_MAX_FRAME_LENGTH,
+        help="largest frame in bytes; a longer one closes its connection (default: %(default)s)",
+    )
     parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS)
     args = parser.parse_args(argv)
     try:
@@ -40,6 +47,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[NamesrvConfig, str]:
             scan_not_active_broker_interval_ms=args.scan_interval_ms,
             broker_channel_expired_ms=args.broker_expiry_ms,
             server_channel_max_idle_s=args.idle_timeout_s,
+            frame_max_length=args.frame_max_length,
         )
     except ValueError as exc:
         parser.error(str(exc))

@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.client_channel import ClientChannelInfo
+from rocketspark.message.validation import validate_group
 from rocketspark.remoting.body.heartbeat import HeartbeatData, MessageModel
 from rocketspark.remoting.codes import RequestCode
 from rocketspark.remoting.command import RemotingCommand
@@ -30,6 +31,9 @@ class ClientManageProcessor:
 
     def heartbeat(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         data = HeartbeatData.from_json(request.body)
+        groups = [c.group_name for c in data.consumer_data_set] + [p.group_name for p in data.producer_data_set]
+        for group in groups:
+            validate_group(group)  # a consumer group also names its %RETRY% topic
         controller = self.controller
         channel = ClientChannelInfo(
             connection, data.client_id, request.language, request.version, int(time.time() * 1000)

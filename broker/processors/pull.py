@@ -18,9 +18,9 @@ from rocketspark.errors import ValidationError
 from rocketspark.message.codec import encode_records
 from rocketspark.message.filter import build_subscription, filter_codes
 from rocketspark.message.schema import STORED_SCHEMA
+from rocketspark.message.validation import validate_group
 from rocketspark.remoting.body.heartbeat import SubscriptionData
 from rocketspark.remoting.body.topic import Perm
-from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
@@ -52,8 +52,8 @@ class Encoding(enum.Enum):
 #: bytes an answer adds to each body, besides it: a record's fixed fields, topic and properties,
 #: or a stored row's other columns. Counted against the byte limit so answers fit in a frame.
 MESSAGE_OVERHEAD = {Encoding.STANDARD: 160, Encoding.ARROW: 240}
-#: the largest body a pull answer may have: the frame limit less room for the header
-MAX_ANSWER_BYTES = DEFAULT_MAX_FRAME_LENGTH - 64 * 1024
+#: room a pull answer's frame keeps for its header: the rest of the frame cap is for the body
+ANSWER_HEADER_ROOM = 64 * 1024
 
 
 def response_code(result: GetResult, requested_offset: int) -> ResponseCode:
@@ -135,7 +135,7 @@ class PullMessageProcessor:
         body = b""
         if code == ResponseCode.SUCCESS:
             body = self._encode(result, encoding)
-            while len(body) > MAX_ANSWER_BYTES and result.message_count > 1:
+            while len(body) > config.frame_max_length - ANSWER_HEADER_ROOM and result.message_count > 1:
                 # the overhead estimate was short (large properties): answer with fewer messages
                 max_messages = result.message_count // 2
                 result = await fetch()
@@ -174,8 +174,12 @@ class PullMessageProcessor:
 
     def _check(self, request: RemotingCommand, header: PullMessageRequestHeader) -> RemotingCommand | None:
         controller = self.controller
-        group = controller.subscription_groups.find(header.consumer_group)
         no_messages = PullMessageResponseHeader(0, header.queue_offset, 0, 0)
+        try:
+            validate_group(header.consumer_group)  # before find() creates it (and its retry topic)
+        except ValidationError as exc:
+            return request.response(ResponseCode.INVALID_PARAMETER, f"consumerGroup: {exc}", no_messages)
+        group = controller.subscription_groups.find(header.consumer_group)
         if group is None:
             return request.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,

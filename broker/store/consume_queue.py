@@ -110,7 +110,12 @@ class ConsumeQueue:
     # -- appending -----------------------------------------------------------------------------
 
     def append(self, first_offset: int, entries: np.ndarray) -> None:
-        """Add entries for logical offsets first_offset...; already known offsets are skipped."""
+        """Add entries for logical offsets first_offset...; already known offsets are skipped.
+
+        Known offsets whose entry names an older batch belong to an earlier life of the topic (it
+        was deleted and created again, and recovery dispatches the commit log in order): the later
+        batch wins and the queue starts over at `first_offset`.
+        """
         skip = self.max_offset - first_offset
         if skip < 0:
             raise ValueError(
@@ -119,8 +124,20 @@ class ConsumeQueue:
         if len(self._entries) == 0 and self.max_offset == 0 and first_offset > 0:
             self.min_offset = first_offset  # a queue whose files were lost: start where the log says
             skip = 0
+        elif skip > 0 and first_offset >= self.min_offset:
+            known = self.entries(first_offset, 1)[0]
+            if int(known["batch_pos"]) < int(entries[0]["batch_pos"]):
+                self._start_over(first_offset)
+                skip = 0
         if skip < len(entries):
             self._entries.append(entries[skip:])
+
+    def _start_over(self, offset: int) -> None:
+        """Forget every entry and file and continue at `offset` (recovery, on the I/O thread)."""
+        log.info("consume queue %s:%d starts over at %d: its topic was created", self.topic, self.queue_id, offset)
+        self._entries.truncate(0)
+        self.min_offset = offset
+        self._truncate_files(offset)
 
     def pending_flush(self) -> PendingFlush | None:
         if self._flushed >= self.max_offset:

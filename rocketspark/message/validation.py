@@ -12,7 +12,7 @@ import re
 from rocketspark.errors import ValidationError
 from rocketspark.remoting.codes import ResponseCode
 
-NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+NAME_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")  # use fullmatch: `$` also matches before a final newline
 TOPIC_MAX_LENGTH = 127
 GROUP_MAX_LENGTH = 255
 
@@ -63,7 +63,7 @@ def _check_name(kind: str, name: str, max_length: int) -> None:
             f"the {kind} name {name[:40]!r}... is {len(name)} characters long; at most {max_length} are allowed",
             code=ResponseCode.INVALID_PARAMETER,
         )
-    if not NAME_PATTERN.match(name):
+    if not NAME_PATTERN.fullmatch(name):
         raise ValidationError(
             f"the {kind} name {name!r} contains characters other than letters, digits, %, |, _ and -",
             code=ResponseCode.INVALID_PARAMETER,

@@ -21,17 +21,26 @@ from typing import Any
 
 import orjson
 
+from rocketspark.errors import ConfigError
 from rocketspark.remoting.codes import LanguageCode, SerializeType
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.errors import ProtocolError
 
 DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
+#: the smallest frame cap a server may be given: room for any header and a useful body
+MIN_FRAME_MAX_LENGTH = 1024 * 1024
 _MAX_HEADER_LENGTH = 0xFFFFFF
 
 _FRAME_PREFIX = struct.Struct(">ii")
 _BINARY_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remarkLen
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">H")
+
+
+def check_frame_max_length(value: int, key: str) -> None:
+    """Settings validation of a server's frame cap (`key` names the setting in the error)."""
+    if not MIN_FRAME_MAX_LENGTH <= value <= 2**31 - 1:
+        raise ConfigError(f"{key} must be within {MIN_FRAME_MAX_LENGTH}..{2**31 - 1} bytes, got {value}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rocketspark.errors import RocketMQError
+from rocketspark.remoting.codes import ResponseCode
 
 
 class RemotingError(RocketMQError):
@@ -14,7 +15,11 @@ class ProtocolError(RemotingError):
 
 
 class HeaderFieldError(RemotingError):
-    """A request or response header lacks a required field or carries an unparsable value."""
+    """A request or response header lacks a required field or carries an unparsable or out-of-range
+    value. Its message names the field; `code` is what a server answers such a request with."""
+
+    def __init__(self, message: str, *, code: int | None = ResponseCode.INVALID_PARAMETER) -> None:
+        super().__init__(message, code=code)
 
 
 class RemotingConnectError(RemotingError):

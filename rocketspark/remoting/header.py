@@ -78,5 +78,19 @@ class CommandHeader:
             try:
                 kwargs[f.attr] = parse(raw)
             except ValueError as exc:
-                raise HeaderFieldError(f"{cls.__name__}: field '{f.wire_name}' = {raw!r} is invalid: {exc}") from None
-        return cls(**kwargs)
+                reason = "expected an integer" if f.type is int else exc
+                message = f"{cls.__name__}: field '{f.wire_name}' = {raw!r} is invalid: {reason}"
+                raise HeaderFieldError(message) from None
+        header = cls(**kwargs)
+        header.check()
+        return header
+
+    def check(self) -> None:
+        """Checks of decoded values beyond their types (ranges, relations). A header class that has
+        such rules overrides this and raises :class:`HeaderFieldError` naming the field."""
+
+    def field_error(self, attr: str, rule: str) -> HeaderFieldError:
+        """The error for a field of this header whose value breaks `rule`, named as on the wire."""
+        wire_name = next(f.wire_name for f in wire_fields(type(self)) if f.attr == attr)
+        value = getattr(self, attr)
+        return HeaderFieldError(f"{type(self).__name__}: field '{wire_name}' = {value!r} is invalid: {rule}")

@@ -29,6 +29,16 @@ class PullMessageRequestHeader(CommandHeader):
     expression_type: str | None = None
     max_msg_bytes: int | None = None
 
+    def check(self) -> None:
+        if self.max_msg_nums <= 0:
+            raise self.field_error("max_msg_nums", "must be at least 1")
+        if self.queue_id < 0:
+            raise self.field_error("queue_id", "must not be negative")
+        if self.max_msg_bytes is not None and self.max_msg_bytes < 0:
+            raise self.field_error("max_msg_bytes", "must not be negative")
+        if self.suspend_timeout_millis < 0:
+            raise self.field_error("suspend_timeout_millis", "must not be negative")
+
     @property
     def suspend(self) -> bool:
         return bool(self.sys_flag & FLAG_SUSPEND)
