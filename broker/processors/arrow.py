@@ -7,7 +7,7 @@ pull is served by the pull processor.)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,7 +15,9 @@ import pyarrow.compute as pc
 from broker.processors.send import resolve_send_queue
 from broker.store.results import PutStatus
 from rocketspark.errors import ValidationError
+from rocketspark.message.convert import encode_properties_column
 from rocketspark.message.schema import PRODUCER_SCHEMA
+from rocketspark.message.validation import validate_user_property_keys
 from rocketspark.remoting.codes import ResponseCode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
@@ -27,35 +29,59 @@ if TYPE_CHECKING:
     from broker.controller import BrokerController
 
 
-def read_producer_batch(body: bytes, max_message_size: int) -> pa.RecordBatch:
-    """The one PRODUCER_SCHEMA batch in an Arrow IPC stream; ValidationError if it is not one."""
+class ProducerBatch(NamedTuple):
+    """A checked Arrow send: the PRODUCER_SCHEMA batch and the properties string of each row."""
+
+    batch: pa.RecordBatch
+    properties: pa.StringArray
+
+
+def _illegal(reason: str) -> ValidationError:
+    return ValidationError(reason, code=ResponseCode.MESSAGE_ILLEGAL)
+
+
+def read_producer_batch(body: bytes, max_message_size: int) -> ProducerBatch:
+    """The one PRODUCER_SCHEMA batch in an Arrow IPC stream, checked completely.
+
+    Everything that could make storing it fail is checked here, before the batch joins a group
+    commit round: a bad batch must be refused alone, not fail the sends it would share a round with.
+    """
     try:
         table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
-        raise ValidationError(
-            f"the Arrow send body is not an Arrow IPC stream: {exc}", code=ResponseCode.MESSAGE_ILLEGAL
-        ) from None
+        raise _illegal(f"the Arrow send body is not an Arrow IPC stream: {exc}") from None
     if not table.schema.equals(PRODUCER_SCHEMA):
-        raise ValidationError(
-            f"the Arrow send body has schema {table.schema}; expected {PRODUCER_SCHEMA}",
-            code=ResponseCode.MESSAGE_ILLEGAL,
-        )
+        raise _illegal(f"the Arrow send body has schema {table.schema}; expected {PRODUCER_SCHEMA}")
     if table.num_rows == 0:
-        raise ValidationError("the Arrow send body holds no message", code=ResponseCode.MESSAGE_ILLEGAL)
-    batch = table.combine_chunks().to_batches()[0] if table.num_rows else None
-    assert batch is not None
-    if batch.column("body").null_count:
-        raise ValidationError("a message of the Arrow batch has a null body", code=ResponseCode.MESSAGE_ILLEGAL)
-    lengths = pc.binary_length(batch.column("body"))
-    shortest, longest = pc.min_max(lengths).values()
+        raise _illegal("the Arrow send body holds no message")
+    batch = table.combine_chunks().to_batches()[0]
+    try:
+        batch.validate(full=True)
+    except pa.ArrowInvalid as exc:
+        raise _illegal(f"the Arrow send body holds malformed data: {exc}") from None
+    _check_bodies(batch.column("body"), max_message_size)
+    user = batch.column("properties")
+    first, last = user.offsets[0].as_py(), user.offsets[-1].as_py()
+    if user.items.slice(first, last - first).null_count:
+        raise _illegal("a property value of the Arrow batch is null; properties map names to strings")
+    validate_user_property_keys(pc.unique(user.keys.slice(first, last - first)).to_pylist())
+    properties = encode_properties_column(
+        user, tags=batch.column("tags"), keys=batch.column("keys"), uniq_key=batch.column("uniq_key")
+    )
+    return ProducerBatch(batch, properties)
+
+
+def _check_bodies(bodies: pa.Array, max_message_size: int) -> None:
+    if bodies.null_count:
+        raise _illegal("a message of the Arrow batch has a null body")
+    shortest, longest = pc.min_max(pc.binary_length(bodies)).values()
     if shortest.as_py() == 0:
-        raise ValidationError("a message of the Arrow batch has an empty body", code=ResponseCode.MESSAGE_ILLEGAL)
+        raise _illegal("a message of the Arrow batch has an empty body")
     if longest.as_py() > max_message_size:
-        raise ValidationError(
-            f"a message body of the Arrow batch is {longest.as_py():,} bytes; the limit is {max_message_size:,}",
-            code=ResponseCode.MESSAGE_ILLEGAL,
+        raise _illegal(
+            f"a message body of the Arrow batch is {longest.as_py():,} bytes; the limit is {max_message_size:,} "
+            "(maxMessageSize)"
         )
-    return batch
 
 
 class ArrowSendProcessor:
@@ -69,9 +95,14 @@ class ArrowSendProcessor:
     async def process(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(SendMessageRequestHeader)
         _, queue_id = resolve_send_queue(self.controller, header, connection)
-        batch = read_producer_batch(request.body, self.controller.store_config.max_message_size)
+        checked = read_producer_batch(request.body, self.controller.store_config.max_message_size)
         result = await self.controller.store.put_arrow(
-            header.topic, queue_id, batch, born_timestamp=header.born_timestamp, born_host=connection.remote_address
+            header.topic,
+            queue_id,
+            checked.batch,
+            properties=checked.properties,
+            born_timestamp=header.born_timestamp,
+            born_host=connection.remote_address,
         )
         stats = self.controller.stats
         stats.arrow_send_requests += 1

@@ -13,7 +13,13 @@ from rocketspark.message import properties as props
 from rocketspark.message import sysflag
 from rocketspark.message.batch import BatchDecodeError, decode_batch_body
 from rocketspark.message.ids import offset_msg_id
-from rocketspark.message.validation import validate_body, validate_send_topic
+from rocketspark.message.validation import (
+    validate_body,
+    validate_encoded_properties,
+    validate_not_delayed,
+    validate_send_topic,
+    validate_stored_int,
+)
 from rocketspark.remoting.body.topic import Perm, TopicConfig
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
@@ -30,11 +36,15 @@ log = logging.getLogger(__name__)
 def resolve_send_queue(
     controller: BrokerController, header: SendMessageRequestHeader, connection: Connection
 ) -> tuple[TopicConfig, int]:
-    """Check a send's topic (creating it from TBW102 when allowed) and pick its queue.
+    """Check a send's header numbers and topic (creating it from TBW102 when allowed) and pick its queue.
 
     Raises ValidationError carrying the response code RocketMQ answers.
     """
     validate_send_topic(header.topic)
+    validate_stored_int("bornTimestamp", header.born_timestamp, 64)
+    validate_stored_int("sysFlag", header.sys_flag, 32)
+    validate_stored_int("flag", header.flag, 32)
+    validate_stored_int("reconsumeTimes", header.reconsume_times or 0, 32)
     topic_config = controller.topics.create_in_send(header.topic, header.default_topic, header.default_topic_queue_nums)
     if not topic_config.perm & Perm.WRITE:
         raise ValidationError(
@@ -53,13 +63,13 @@ def resolve_send_queue(
     return topic_config, queue_id
 
 
-def check_message(controller: BrokerController, body: bytes, properties: dict[str, str], sys_flag: int) -> None:
+def check_message(
+    controller: BrokerController, body: bytes, encoded: str, properties: dict[str, str], sys_flag: int
+) -> None:
+    """Everything that could make storing the message fail, checked before it joins a group commit round."""
     validate_body(body, controller.store_config.max_message_size)
-    if int(properties.get(props.DELAY_TIME_LEVEL, "0") or 0) > 0 or props.TIMER_DELIVER_MS in properties:
-        raise ValidationError(
-            "delayed messages are not supported by this broker yet (the DELAY property); send without a delay level",
-            code=ResponseCode.MESSAGE_ILLEGAL,
-        )
+    validate_encoded_properties(encoded)
+    validate_not_delayed(properties)
     if sysflag.transaction_type(sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE:
         raise ValidationError(
             f"broker {controller.config.broker_name} does not accept transactional (prepared) messages",
@@ -115,12 +125,7 @@ class SendMessageProcessor:
         messages = []
         for flag, body, encoded in raw:
             properties = props.decode_properties(encoded)
-            check_message(self.controller, body, properties, header.sys_flag)
-            if len(encoded.encode()) > props.MAX_PROPERTIES_LENGTH:
-                raise ValidationError(
-                    f"message properties take {len(encoded.encode()):,} bytes; at most {props.MAX_PROPERTIES_LENGTH:,}",
-                    code=ResponseCode.MESSAGE_ILLEGAL,
-                )
+            check_message(self.controller, body, encoded, properties, header.sys_flag)
             messages.append(
                 StandardMessage(
                     body=body,

@@ -56,6 +56,7 @@ class AppendRequest:
     future: asyncio.Future[PutResult]
     messages: list[StandardMessage] | None = None
     arrow: pa.RecordBatch | None = None  # PRODUCER_SCHEMA
+    arrow_properties: pa.StringArray | None = None  # encode_properties_column of `arrow`, when checked already
     born_timestamp: int = 0  # for Arrow batches: the send's born time and host apply to every row
     born_host: str = ""
     wait_flush: bool = True
@@ -133,12 +134,7 @@ class CommitLogAppender:
     async def _run(self) -> None:
         while True:
             while self._pending:
-                requests = self._take_round()
-                try:
-                    await self._commit(requests)
-                except Exception as exc:
-                    log.exception("writing %d messages to the commit log failed", sum(r.count for r in requests))
-                    self._fail(requests, exc)
+                await self._write_round(self._take_round())
             if self._stopping:
                 return
             await self._wakeup.wait()
@@ -159,7 +155,36 @@ class CommitLogAppender:
             body_bytes += request.body_bytes
         return requests
 
-    async def _commit(self, requests: list[AppendRequest]) -> None:
+    async def _write_round(self, requests: list[AppendRequest]) -> None:
+        """Commit a round; if writing it fails, write its halves as rounds of their own.
+
+        Processors check every send before it joins a round, so a failure here is unexpected (a
+        disk error, or a check that is missing). Splitting keeps it to the requests that cause it:
+        one bad request among n costs about 2 log2(n) extra rounds, and the others still succeed.
+        Nothing of a failed round was made visible, so its requests are simply placed again.
+        """
+        try:
+            written = await self._build_and_write_round(requests)
+        except Exception as exc:
+            if len(requests) == 1:
+                log.exception("writing a %d-message send to the commit log failed", requests[0].count)
+                self._fail(requests, exc)
+                return
+            log.warning("writing a round of %d sends failed (%r); writing each half on its own", len(requests), exc)
+            middle = len(requests) // 2
+            await self._write_round(requests[:middle])
+            await self._write_round(requests[middle:])
+            return
+        try:
+            self._complete(*written)
+        except Exception as exc:  # a bug: the round may be partly visible, so it is not written again
+            log.exception("making a written round of %d sends visible failed", len(requests))
+            self._fail(requests, exc)
+
+    async def _build_and_write_round(
+        self, requests: list[AppendRequest]
+    ) -> tuple[Round, pa.RecordBatch, int, PutStatus]:
+        """Place, build, write (and fsync) a round; nothing of it is visible yet."""
         placement = self._commit_log.reserve()
         next_offsets: dict[tuple[str, int], int] = {}
         row = 0
@@ -181,12 +206,17 @@ class CommitLogAppender:
             log.warning("fsync took longer than syncFlushTimeout=%d ms", self._config.sync_flush_timeout)
             status = PutStatus.FLUSH_DISK_TIMEOUT
         batch, length = await write
+        return current, batch, length, status
+
+    def _complete(self, current: Round, batch: pa.RecordBatch, length: int, status: PutStatus) -> None:
+        """Make a written round visible and answer its sends."""
+        placement = current.placement
         self.rounds += 1
-        if sync:
+        if current.sync:
             self.fsyncs += 1
             self._on_synced(placement.position + length)
         self._on_stored(placement, length, batch)
-        for request in requests:
+        for request in current.requests:
             if not request.future.done():
                 request.future.set_result(
                     PutResult(
@@ -229,6 +259,7 @@ class CommitLogAppender:
                     born_host=request.born_host,
                     store_timestamp=current.store_timestamp,
                     store_host=self.store_host,
+                    properties=request.arrow_properties,
                 )
             )
         if run:

@@ -229,12 +229,30 @@ class MessageStore:
         return await future
 
     async def put_arrow(
-        self, topic: str, queue_id: int, batch: pa.RecordBatch, *, born_timestamp: int, born_host: str
+        self,
+        topic: str,
+        queue_id: int,
+        batch: pa.RecordBatch,
+        *,
+        born_timestamp: int,
+        born_host: str,
+        properties: pa.StringArray | None = None,
     ) -> PutResult:
-        """Store a producer's Arrow batch (PRODUCER_SCHEMA) in one queue."""
+        """Store a producer's Arrow batch (PRODUCER_SCHEMA) in one queue.
+
+        `properties`: the batch's encoded properties, when the caller built them while checking it.
+        """
         future: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
         self.appender.submit(
-            AppendRequest(topic, queue_id, future, arrow=batch, born_timestamp=born_timestamp, born_host=born_host)
+            AppendRequest(
+                topic,
+                queue_id,
+                future,
+                arrow=batch,
+                arrow_properties=properties,
+                born_timestamp=born_timestamp,
+                born_host=born_host,
+            )
         )
         return await future
 

@@ -30,6 +30,7 @@ from rocketspark.message import ids, sysflag
 from rocketspark.message import properties as props
 from rocketspark.message.hashing import java_string_hash, java_string_hash_array
 from rocketspark.message.schema import PRODUCER_SCHEMA, SPARK_SCHEMA, SPARK_TIMESTAMP, STORED_SCHEMA
+from rocketspark.message.validation import validate_properties_length
 
 #: map<string not null, string not null>: properties as PRODUCER_SCHEMA and SPARK_SCHEMA hold them.
 PROPERTIES_MAP = SPARK_SCHEMA.field("properties").type
@@ -211,7 +212,7 @@ def encode_properties_column(
     """The properties string of each message, as producers send it.
 
     It holds the user properties, then TAGS, KEYS and UNIQ_KEY where those are not null. Raises
-    ValueError if one exceeds the 32767 bytes a record can hold.
+    ValidationError (a ValueError) if one exceeds the 32767 bytes a record can hold.
     """
     parts = [] if user is None else [map_to_properties(user)]
     for name, column in ((props.TAGS, tags), (props.KEYS, keys), (props.UNIQ_KEY, uniq_key)):
@@ -231,10 +232,7 @@ def _check_properties_length(encoded: pa.Array) -> None:
     too_long = np.flatnonzero(lengths > props.MAX_PROPERTIES_LENGTH)
     if len(too_long):
         row = int(too_long[0])
-        raise ValueError(
-            f"the properties of message {row} take {int(lengths[row])} bytes; "
-            f"a record holds at most {props.MAX_PROPERTIES_LENGTH}"
-        )
+        validate_properties_length(int(lengths[row]), message=row)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -471,11 +469,17 @@ def stored_batch_from_producer(
     store_host: str,
     flag: int = 0,
     sys_flag: int = 0,
+    properties: pa.StringArray | None = None,
 ) -> pa.RecordBatch:
-    """The STORED_SCHEMA batch the broker keeps for a PRODUCER_SCHEMA batch written to one queue."""
+    """The STORED_SCHEMA batch the broker keeps for a PRODUCER_SCHEMA batch written to one queue.
+
+    `properties` is the batch's :func:`encode_properties_column`, when the caller already built it.
+    """
     _require_schema(batch, PRODUCER_SCHEMA, "PRODUCER_SCHEMA")
     n = batch.num_rows
     tags, keys, uniq_key = (batch.column(name) for name in _STRING_COLUMNS)
+    if properties is None:
+        properties = encode_properties_column(batch.column("properties"), tags=tags, keys=keys, uniq_key=uniq_key)
     return _stored_batch(
         first_commit_log_offset=first_commit_log_offset,
         store_host=store_host,
@@ -493,7 +497,7 @@ def stored_batch_from_producer(
             "born_host": pa.repeat(pa.scalar(born_host, pa.string()), n),
             "store_timestamp": np.full(n, store_timestamp, dtype=np.int64),
             "reconsume_times": np.zeros(n, dtype=np.int32),
-            "properties": encode_properties_column(batch.column("properties"), tags=tags, keys=keys, uniq_key=uniq_key),
+            "properties": properties,
         },
     )
 

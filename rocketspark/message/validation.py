@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable, Mapping
 
 from rocketspark.errors import ValidationError
+from rocketspark.message import properties as props
 from rocketspark.remoting.codes import ResponseCode
 
 NAME_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")  # use fullmatch: `$` also matches before a final newline
@@ -108,6 +110,66 @@ def validate_body(body: bytes, max_size: int) -> None:
     if len(body) > max_size:
         raise ValidationError(
             f"the message body is {len(body):,} bytes; the limit is {max_size:,} bytes (maxMessageSize)",
+            code=ResponseCode.MESSAGE_ILLEGAL,
+        )
+
+
+def validate_properties_length(length: int, *, message: int | None = None) -> None:
+    """A stored record holds a message's encoded properties (TAGS, KEYS, UNIQ_KEY and user ones) in a short."""
+    if length > props.MAX_PROPERTIES_LENGTH:
+        which = "the message" if message is None else f"message {message}"
+        raise ValidationError(
+            f"the properties of {which} take {length} bytes (TAGS, KEYS, UNIQ_KEY and user properties "
+            f"together); a record holds at most {props.MAX_PROPERTIES_LENGTH:,} bytes",
+            code=ResponseCode.MESSAGE_ILLEGAL,
+        )
+
+
+def validate_encoded_properties(encoded: str) -> None:
+    """Properties as a standard send carries them: encodable as UTF-8 and short enough for a record."""
+    try:
+        length = len(encoded.encode())
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"the message properties are not valid UTF-8 text ({exc.reason} at character {exc.start})",
+            code=ResponseCode.MESSAGE_ILLEGAL,
+        ) from None
+    validate_properties_length(length)
+
+
+def validate_user_property_keys(keys: Iterable[str]) -> None:
+    """User properties may not set what the system sets (KEYS, TAGS, DELAY, UNIQ_KEY, ...)."""
+    reserved = props.SYSTEM_KEYS.intersection(keys)
+    if reserved:
+        raise ValidationError(
+            f"user properties may not use the system keys {sorted(reserved)}; "
+            "tags, keys and uniq_key have columns of their own",
+            code=ResponseCode.MESSAGE_ILLEGAL,
+        )
+
+
+def validate_stored_int(name: str, value: int, bits: int) -> None:
+    """A header number the stored record keeps in a signed `bits`-bit field."""
+    limit = 1 << (bits - 1)
+    if not -limit <= value < limit:
+        raise ValidationError(
+            f"the send header's {name} = {value} does not fit the {bits}-bit field a record stores it in",
+            code=ResponseCode.MESSAGE_ILLEGAL,
+        )
+
+
+def validate_not_delayed(properties: Mapping[str, str]) -> None:
+    """This broker has no schedule topic: a delay level or delivery time would be silently ignored."""
+    delay = properties.get(props.DELAY_TIME_LEVEL, "0") or "0"
+    if not delay.strip().lstrip("-").isdigit():
+        raise ValidationError(
+            f"the DELAY property must be a delay level (an integer), got {delay[:40]!r}",
+            code=ResponseCode.MESSAGE_ILLEGAL,
+        )
+    if int(delay) > 0 or props.TIMER_DELIVER_MS in properties or props.TIMER_DELAY_SEC in properties:
+        raise ValidationError(
+            "delayed messages are not supported by this broker yet (the DELAY, TIMER_DELIVER_MS or "
+            "TIMER_DELAY_SEC property); send without a delay",
             code=ResponseCode.MESSAGE_ILLEGAL,
         )
 
