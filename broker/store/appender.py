@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from broker.store import record
-from broker.store.commitlog import CommitLog, Placement
+from broker.store.commitlog import CommitLog, Placement, Segment
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.results import PutResult, PutStatus
 from rocketspark.aio import wait_until
@@ -84,6 +83,10 @@ class Round:
     requests: list[AppendRequest]
     store_timestamp: int
     sync: bool
+    # under SYNC_FLUSH: every segment with records not fsynced yet (earlier rounds that did not
+    # wait for the disk, possibly in an older segment) and the round's own, all fsynced with it,
+    # so that the flushed offset at the round's end covers nothing that is not on disk
+    to_sync: list[Segment] = field(default_factory=list)
 
 
 class CommitLogAppender:
@@ -95,7 +98,7 @@ class CommitLogAppender:
         store_host: str,
         io_executor: Executor,
         next_queue_offset: Callable[[str, int], int],
-        on_stored: Callable[[Placement, int, pa.RecordBatch], None],
+        on_stored: Callable[[Placement, int, pa.RecordBatch, bool], None],
         on_synced: Callable[[int], None],
     ) -> None:
         self._commit_log = commit_log
@@ -199,13 +202,20 @@ class CommitLogAppender:
             row += request.count
         sync = self._config.flush_disk_type is FlushDiskType.SYNC_FLUSH and any(r.wait_flush for r in requests)
         current = Round(placement, requests, int(time.time() * 1000), sync)
+        earlier = self._commit_log.take_unflushed() if sync else []
+        if sync:
+            current.to_sync = [*(s for s in earlier if s is not placement.segment), placement.segment]
         loop = asyncio.get_running_loop()
         write = loop.run_in_executor(self._executor, self._build_and_write, current)
         status = PutStatus.PUT_OK
-        if sync and not await wait_until(write, self._config.sync_flush_timeout / 1000):
-            log.warning("fsync took longer than syncFlushTimeout=%d ms", self._config.sync_flush_timeout)
-            status = PutStatus.FLUSH_DISK_TIMEOUT
-        batch, length = await write
+        try:
+            if sync and not await wait_until(write, self._config.sync_flush_timeout / 1000):
+                log.warning("fsync took longer than syncFlushTimeout=%d ms", self._config.sync_flush_timeout)
+                status = PutStatus.FLUSH_DISK_TIMEOUT
+            batch, length = await write
+        except BaseException:
+            self._commit_log.restore_unflushed(earlier)
+            raise
         return current, batch, length, status
 
     def _complete(self, current: Round, batch: pa.RecordBatch, length: int, status: PutStatus) -> None:
@@ -215,7 +225,7 @@ class CommitLogAppender:
         if current.sync:
             self.fsyncs += 1
             self._on_synced(placement.position + length)
-        self._on_stored(placement, length, batch)
+        self._on_stored(placement, length, batch, current.sync)
         for request in current.requests:
             if not request.future.done():
                 request.future.set_result(
@@ -234,7 +244,7 @@ class CommitLogAppender:
         header, payload = record.encode(batch)
         CommitLog.write(current.placement, header, payload)
         if current.sync:
-            os.fsync(current.placement.segment.fd)
+            self._commit_log.sync(current.to_sync)
         return batch, len(header) + payload.size
 
     def _build(self, current: Round) -> pa.RecordBatch:

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from broker.store import record
+from broker.store.durability import fsync_directory, make_directories
 from broker.store.growable import GrowableArray
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ class Segment:
     path: Path
     fd: int
     size: int = 0  # bytes of valid records
+    directory_synced: bool = True  # False until the directory holding a new segment's name is fsynced
     positions: GrowableArray = field(default_factory=lambda: GrowableArray(np.int64))
     rows: GrowableArray = field(default_factory=lambda: GrowableArray(np.int32))
 
@@ -83,13 +85,16 @@ class CommitLog:
 
         Checksums are verified for records at or after `verify_from` (what may not have reached
         the disk before a crash); earlier ones were flushed and are trusted. Returns the end of
-        the valid log.
+        the valid log. Records accepted after `verify_from` are fsynced: they may have been in the
+        page cache only, and the caller counts the whole valid log as flushed.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_directories(self.directory)
         paths = sorted(p for p in self.directory.iterdir() if p.name.isdigit())
         for index, path in enumerate(paths):
             segment = self._open(int(path.name), path)
             valid = self._scan(segment, verify_from)
+            if segment.start + valid > verify_from:
+                os.fsync(segment.fd)
             file_size = os.fstat(segment.fd).st_size
             if valid < file_size:
                 log.warning(
@@ -139,7 +144,9 @@ class CommitLog:
         if not self.segments or self.segments[-1].size >= self.segment_size:
             start = self.max_offset
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._add_segment(self._open(start, self.directory / segment_name(start)))
+            segment = self._open(start, self.directory / segment_name(start))
+            segment.directory_synced = False
+            self._add_segment(segment)
             log.info("commit log segment %s created", segment_name(start))
         segment = self.segments[-1]
         return Placement(segment.end, segment)
@@ -150,20 +157,35 @@ class CommitLog:
         offset = placement.position - placement.segment.start
         os.pwritev(placement.segment.fd, [header, memoryview(payload)], offset)
 
-    def register(self, placement: Placement, length: int, batch: pa.RecordBatch) -> None:
-        """Make a written record visible to reads (event loop)."""
+    def register(self, placement: Placement, length: int, batch: pa.RecordBatch, *, synced: bool) -> None:
+        """Make a written record visible to reads (event loop); `synced`: `sync` covered it already."""
         segment = placement.segment
         segment.positions.append(np.array([placement.position], dtype=np.int64))
         segment.rows.append(np.array([batch.num_rows], dtype=np.int32))
         segment.size = placement.position + length - segment.start
-        self._unflushed.add(segment)
+        if not synced:
+            self._unflushed.add(segment)
         self.cache_put(placement.position, batch)
 
-    def unflushed_fds(self) -> list[int]:
-        """File descriptors written since the last call; fsync them to make the writes durable."""
-        fds = [s.fd for s in self._unflushed]
+    def take_unflushed(self) -> list[Segment]:
+        """Segments with records registered since the last call (event loop); `sync` them to make
+        those records durable, or hand them back with `restore_unflushed` if that fails."""
+        segments = list(self._unflushed)
         self._unflushed.clear()
-        return fds
+        return segments
+
+    def restore_unflushed(self, segments: list[Segment]) -> None:
+        self._unflushed.update(s for s in segments if s in self.segments)
+
+    def sync(self, segments: list[Segment]) -> None:
+        """fsync the segments' data and, for new segments, the directory holding their names (I/O thread)."""
+        new = [s for s in segments if not s.directory_synced]
+        for segment in segments:
+            os.fsync(segment.fd)
+        if new:
+            fsync_directory(self.directory)
+            for segment in new:
+                segment.directory_synced = True
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from broker.store.durability import fsync_directory, make_directories
 from broker.store.growable import GrowableArray
 
 log = logging.getLogger(__name__)
@@ -149,20 +150,24 @@ class ConsumeQueue:
         self._flushed = max(self._flushed, offset)
 
     def write(self, pending: PendingFlush) -> None:
-        """Write pending entries to their files and fsync them (I/O thread)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        """Write pending entries to their files and fsync them, and the names of new ones (I/O thread)."""
+        make_directories(self.directory)
         offset = pending.first_offset
         entries = pending.entries
         while len(entries):
             file_start = offset - offset % self.entries_per_file
             room = file_start + self.entries_per_file - offset
             chunk, entries = entries[:room], entries[room:]
-            fd = os.open(self.directory / f"{file_start:020d}", os.O_RDWR | os.O_CREAT, 0o644)
+            path = self.directory / f"{file_start:020d}"
+            created = not path.exists()
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 os.pwrite(fd, chunk.tobytes(), (offset - file_start) * CQ_ENTRY.itemsize)
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            if created:
+                fsync_directory(self.directory)
             offset += len(chunk)
 
     # -- queries -------------------------------------------------------------------------------

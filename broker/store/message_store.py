@@ -256,8 +256,8 @@ class MessageStore:
         )
         return await future
 
-    def _stored(self, placement: Placement, length: int, batch: pa.RecordBatch) -> None:
-        self.commit_log.register(placement, length, batch)
+    def _stored(self, placement: Placement, length: int, batch: pa.RecordBatch, synced: bool) -> None:
+        self.commit_log.register(placement, length, batch, synced=synced)
         self._dispatch(placement.position, placement.segment.start, batch)
         self._dispatched = placement.position + length
 
@@ -312,10 +312,15 @@ class MessageStore:
     # -- flushing and retention ----------------------------------------------------------------
 
     async def flush_commit_log(self) -> None:
-        fds = self.commit_log.unflushed_fds()
-        end = self.commit_log.max_offset
-        if fds:
-            await asyncio.get_running_loop().run_in_executor(self._io, _fsync_all, fds)
+        """fsync what was written since the last flush; only then count it as flushed."""
+        segments = self.commit_log.take_unflushed()
+        end = self.commit_log.max_offset  # every record before it is synced already or in `segments`
+        if segments:
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._io, self.commit_log.sync, segments)
+            except BaseException:
+                self.commit_log.restore_unflushed(segments)
+                raise
         self._commit_log_flushed = max(self._commit_log_flushed, end)
 
     async def flush_logics(self) -> None:
@@ -506,8 +511,3 @@ class MessageStore:
 
         await asyncio.get_running_loop().run_in_executor(self._io, delete_files)
         await self.flush_logics()  # the checkpoint must stop vouching for the deleted queues
-
-
-def _fsync_all(fds: list[int]) -> None:
-    for fd in fds:
-        os.fsync(fd)
