@@ -1,17 +1,16 @@
 """Committed consumer offsets: `topic@group -> queue id -> next offset to consume`.
 
 Kept in memory, written to `config/consumerOffset.json` (Java's shape) every
-`flushConsumerOffsetInterval` and at shutdown, atomically.
+`flushConsumerOffsetInterval` and at shutdown, atomically, on the config I/O thread.
 """
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import orjson
 
-from rocketspark.fileutil import write_atomically
+from rocketspark.fileutil import AtomicFileWriter
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +18,9 @@ TOPIC_GROUP_SEPARATOR = "@"
 
 
 class ConsumerOffsetManager:
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, writer: AtomicFileWriter) -> None:
+        self.writer = writer
+        self.path = writer.path
         self.table: dict[str, dict[int, int]] = {}
         self._dirty = False
 
@@ -57,9 +57,10 @@ class ConsumerOffsetManager:
             del self.table[key]
             self._dirty = True
 
-    def persist(self) -> None:
-        if not self._dirty and self.path.exists():
-            return
-        self._dirty = False
-        table = {key: {str(q): o for q, o in sorted(offsets.items())} for key, offsets in sorted(self.table.items())}
-        write_atomically(self.path, orjson.dumps({"offsetTable": table}, option=orjson.OPT_INDENT_2))
+    async def persist(self) -> None:
+        """Write the offsets if they changed (or were never written), and wait until they are on disk."""
+        if self._dirty or not self.path.exists():
+            self._dirty = False
+            table = {k: {str(q): o for q, o in sorted(offsets.items())} for k, offsets in sorted(self.table.items())}
+            self.writer.write(orjson.dumps({"offsetTable": table}, option=orjson.OPT_INDENT_2))
+        await self.writer.flush()

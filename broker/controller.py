@@ -7,6 +7,7 @@ store, request handling in the processors.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 from broker.config import BrokerConfig
 from broker.consumer_manager import ConsumerGroupInfo, ConsumerManager
@@ -31,6 +32,7 @@ from broker.store.message_store import MessageStore
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
 from rocketspark.errors import RocketMQError
+from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.codes import RequestCode
 from rocketspark.remoting.command import RemotingCommand
@@ -58,11 +60,16 @@ class BrokerController:
         )
         self.client = RemotingClient()
         self.stats = BrokerStats()
-        self.topics = TopicConfigManager(config, config_dir / "topics.json", self._topics_changed)
-        self.subscription_groups = SubscriptionGroupManager(
-            config_dir / "subscriptionGroup.json", config.auto_create_subscription_group
-        )
-        self.consumer_offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
+        # config files are fsynced on a thread of their own, never on the event loop
+        self._config_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="config-io")
+        self._config_writers = [
+            AtomicFileWriter(config_dir / name, self._config_io)
+            for name in ("topics.json", "subscriptionGroup.json", "consumerOffset.json")
+        ]
+        topics_writer, groups_writer, offsets_writer = self._config_writers
+        self.topics = TopicConfigManager(config, topics_writer, self._topics_changed)
+        self.subscription_groups = SubscriptionGroupManager(groups_writer, config.auto_create_subscription_group)
+        self.consumer_offsets = ConsumerOffsetManager(offsets_writer)
         self.consumers = ConsumerManager(config.channel_expired_timeout, self._notify_consumer_ids_changed)
         self.producers = ProducerManager(config.channel_expired_timeout)
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
@@ -120,7 +127,10 @@ class BrokerController:
         for service in self._services:
             await service.stop()
         await self.store.stop()
-        self.consumer_offsets.persist()
+        await self.consumer_offsets.persist()
+        for writer in self._config_writers:
+            await writer.flush()
+        self._config_io.shutdown(wait=True)
         await self.client.close()
         log.info("broker %s stopped", self.config.broker_name)
 

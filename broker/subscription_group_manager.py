@@ -1,12 +1,12 @@
-"""Subscription group configuration, auto-created on first use as in Java, persisted atomically."""
+"""Subscription group configuration, auto-created on first use as in Java, persisted atomically on the
+config I/O thread."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from rocketspark.fileutil import write_atomically
+from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.remoting.body.jsonbody import JsonBody
 from rocketspark.remoting.body.topic import DataVersion
 
@@ -33,8 +33,9 @@ class SubscriptionGroupWrapper(JsonBody):
 
 
 class SubscriptionGroupManager:
-    def __init__(self, path: Path, auto_create: bool) -> None:
-        self.path = path
+    def __init__(self, writer: AtomicFileWriter, auto_create: bool) -> None:
+        self.writer = writer
+        self.path = writer.path
         self.auto_create = auto_create
         self.table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = DataVersion()
@@ -57,4 +58,4 @@ class SubscriptionGroupManager:
     def put(self, config: SubscriptionGroupConfig) -> None:
         self.table[config.group_name] = config
         self.data_version = self.data_version.next()
-        write_atomically(self.path, SubscriptionGroupWrapper(self.table, self.data_version).to_json())
+        self.writer.write(SubscriptionGroupWrapper(self.table, self.data_version).to_json())

@@ -1,19 +1,19 @@
 """Topic configuration of the broker: system topics, auto-creation from TBW102, persistence.
 
 `config/topics.json` has Java's `TopicConfigSerializeWrapper` shape and is replaced atomically on
-every change. Every change bumps the data version and calls `on_change`, which re-registers the
-broker with its name servers, so a topic auto-created by a send is routable at once.
+every change, on the config I/O thread. Every change bumps the data version and calls `on_change`,
+which re-registers the broker with its name servers, so a topic auto-created by a send is routable
+at once.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 from broker.config import BrokerConfig
 from rocketspark.errors import ValidationError
-from rocketspark.fileutil import write_atomically
+from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message.validation import AUTO_CREATE_TOPIC_KEY, SELF_TEST_TOPIC, retry_topic
 from rocketspark.remoting.body.topic import DEFAULT_PERM, DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
 from rocketspark.remoting.codes import ResponseCode
@@ -22,9 +22,10 @@ log = logging.getLogger(__name__)
 
 
 class TopicConfigManager:
-    def __init__(self, config: BrokerConfig, path: Path, on_change: Callable[[], None]) -> None:
+    def __init__(self, config: BrokerConfig, writer: AtomicFileWriter, on_change: Callable[[], None]) -> None:
         self.config = config
-        self.path = path
+        self.writer = writer
+        self.path = writer.path
         self.on_change = on_change
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
@@ -107,5 +108,5 @@ class TopicConfigManager:
 
     def _changed(self) -> None:
         self.data_version = self.data_version.next()
-        write_atomically(self.path, self.wrapper().to_json())
+        self.writer.write(self.wrapper().to_json())
         self.on_change()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 from namesrv.config import NamesrvConfig
 from namesrv.kvconfig_manager import KVConfigManager
 from namesrv.processor import NamesrvProcessor
 from namesrv.route_info_manager import RouteInfoManager
+from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.server import RemotingServer
 from rocketspark.service import PeriodicService
@@ -19,7 +21,8 @@ class NamesrvController:
     def __init__(self, config: NamesrvConfig) -> None:
         self.config = config
         self.routes = RouteInfoManager(broker_expired_ms=config.broker_channel_expired_ms)
-        self.kv_config = KVConfigManager(config.kv_config_path)
+        self._config_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="config-io")
+        self.kv_config = KVConfigManager(AtomicFileWriter(config.kv_config_path, self._config_io))
         self.processors = ProcessorTable()
         self.server = RemotingServer(
             self.processors,
@@ -49,4 +52,6 @@ class NamesrvController:
     async def stop(self) -> None:
         await self._scan.stop()
         await self.server.stop()
+        await self.kv_config.writer.flush()
+        self._config_io.shutdown(wait=True)
         log.info("name server %s stopped", self.address)

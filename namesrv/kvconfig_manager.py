@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import orjson
 
-from rocketspark.fileutil import write_atomically
+from rocketspark.fileutil import AtomicFileWriter
 
 log = logging.getLogger(__name__)
 
 
 class KVConfigManager:
-    """`namespace -> key -> value`, written atomically to `path` after every change.
+    """`namespace -> key -> value`, written atomically after every change, on the writer's I/O thread.
 
     The file has the shape of Java's `KVConfigSerializeWrapper`: `{"configTable": {...}}`.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, writer: AtomicFileWriter) -> None:
+        self.writer = writer
+        self.path = writer.path
         self._table: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
@@ -59,4 +59,4 @@ class KVConfigManager:
         return dict(table) if table is not None else None
 
     def _persist(self) -> None:
-        write_atomically(self.path, orjson.dumps({"configTable": self._table}, option=orjson.OPT_INDENT_2))
+        self.writer.write(orjson.dumps({"configTable": self._table}, option=orjson.OPT_INDENT_2))

@@ -1,10 +1,16 @@
-"""Atomic file replacement, for every piece of persisted configuration and metadata."""
+"""Atomic file replacement, for every piece of persisted configuration and metadata, and a writer
+that does it off the event loop."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import tempfile
+from concurrent.futures import Executor
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -29,3 +35,36 @@ def write_atomically(path: Path, data: bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+class AtomicFileWriter:
+    """Replaces one file atomically on an I/O thread, so the event loop never waits for an fsync.
+
+    `write` may be called any number of times from the event loop: snapshots reach the disk in the
+    order given, and one not written yet is replaced by a newer one. `flush` waits until the last
+    snapshot is on disk. A failed write is logged; the next snapshot tries again.
+    """
+
+    def __init__(self, path: Path, executor: Executor) -> None:
+        self.path = path
+        self._executor = executor
+        self._pending: bytes | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def write(self, data: bytes) -> None:
+        self._pending = data
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._drain(), name=f"write {self.path.name}")
+
+    async def flush(self) -> None:
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._pending is not None:
+            data, self._pending = self._pending, None
+            try:
+                await loop.run_in_executor(self._executor, write_atomically, self.path, data)
+            except OSError:
+                log.exception("could not write %s; the next change tries again", self.path)

@@ -48,6 +48,19 @@ class Segment:
     def close(self) -> None:
         os.close(self.fd)
 
+    def delete(self) -> None:
+        """Close and remove the file (blocking: the I/O thread, once no read uses the segment)."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def read(self, position: int) -> pa.RecordBatch:
+        """The batch at commit log offset `position` of this segment, from disk (blocking)."""
+        local = position - self.start
+        header = record.parse_header(os.pread(self.fd, record.HEADER_SIZE, local))
+        if header is None:
+            raise LookupError(f"no stored batch starts at commit log offset {position}")
+        return record.decode_payload(os.pread(self.fd, header.payload_length, local + record.HEADER_SIZE))
+
 
 @dataclass(frozen=True, slots=True)
 class Placement:
@@ -211,15 +224,15 @@ class CommitLog:
         return batch
 
     def load(self, position: int) -> pa.RecordBatch:
-        """Read the batch at `position` from disk; touches no shared state, so any thread may call it."""
+        """Read the batch at `position` from disk (blocking). It looks the segment up in lists the
+        event loop changes, so other threads resolve the segment on the loop and call `Segment.read`."""
+        return self.segment_holding(position).read(position)
+
+    def segment_holding(self, position: int) -> Segment:
         segment = self.segment_for(position)
         if segment is None:
             raise LookupError(f"commit log offset {position} is outside {self.min_offset}..{self.max_offset}")
-        local = position - segment.start
-        header = record.parse_header(os.pread(segment.fd, record.HEADER_SIZE, local))
-        if header is None:
-            raise LookupError(f"no stored batch starts at commit log offset {position}")
-        return record.decode_payload(os.pread(segment.fd, header.payload_length, local + record.HEADER_SIZE))
+        return segment
 
     def locate(self, commit_log_offset: int) -> tuple[int, int] | None:
         """(position of the batch, row) holding the message at `commit_log_offset`."""
@@ -257,23 +270,24 @@ class CommitLog:
 
     # -- retention -----------------------------------------------------------------------------
 
-    def delete_expired(self, reserved_s: float, now: float | None = None) -> int:
-        """Delete closed segments untouched for `reserved_s` seconds; returns the new min offset."""
+    def detach_expired(self, reserved_s: float, now: float | None = None) -> list[Segment]:
+        """Forget closed segments untouched for `reserved_s` seconds, oldest first. The caller
+        deletes their files (`Segment.delete`) once no read can use them."""
         now = time.time() if now is None else now
+        expired: list[Segment] = []
         while len(self.segments) > 1:
             oldest = self.segments[0]
             age = now - os.fstat(oldest.fd).st_mtime
             if age < reserved_s:
                 break
             log.info("commit log segment %s expired after %.0f s; deleting", oldest.path.name, age)
-            oldest.close()
-            oldest.path.unlink(missing_ok=True)
+            expired.append(oldest)
             self.segments.pop(0)
             self._starts.pop(0)
             self._unflushed.discard(oldest)
             for position in [p for p in self._cache if p < oldest.end]:
                 self._cache_bytes -= self._cache.pop(position).get_total_buffer_size()
-        return self.min_offset
+        return expired
 
     def close(self) -> None:
         for segment in self.segments:

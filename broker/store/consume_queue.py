@@ -84,14 +84,17 @@ class ConsumeQueue:
             self._truncate_files(self.max_offset)
 
     def drop_below(self, min_commit_log_offset: int) -> None:
-        """Retention: forget entries whose batches were deleted, and files entirely below them."""
+        """Retention: forget entries whose batches were deleted (their files: `delete_files_below`)."""
         positions = self._entries.view()["batch_pos"]
         dropped = int(np.searchsorted(positions, min_commit_log_offset, side="left"))
         if dropped:
             self._entries.drop_head(dropped)
             self.min_offset += dropped
+
+    def delete_files_below(self, min_offset: int) -> None:
+        """Delete files holding only offsets below `min_offset`, never the last one (I/O thread)."""
         for path in self._files()[:-1]:
-            if int(path.name) + self.entries_per_file <= self.min_offset:
+            if int(path.name) + self.entries_per_file <= min_offset:
                 path.unlink(missing_ok=True)
 
     def _files(self) -> list[Path]:

@@ -100,9 +100,9 @@ class IndexService:
                 index_file.path.unlink(missing_ok=True)
                 del self.files[start]
 
-    def drop_segments_below(self, min_commit_log_offset: int) -> None:
-        for start in [s for s in self.files if s < min_commit_log_offset]:
-            self.files.pop(start).path.unlink(missing_ok=True)
+    def drop_segments_below(self, min_commit_log_offset: int) -> list[Path]:
+        """Forget the index files of deleted segments; returns their paths for the I/O thread to delete."""
+        return [self.files.pop(start).path for start in [s for s in self.files if s < min_commit_log_offset]]
 
     def pending_flushes(self) -> list[tuple[IndexFile, int, np.ndarray]]:
         result = []

@@ -25,6 +25,7 @@ from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.consume_queue import CQ_ENTRY, ConsumeQueue
 from broker.store.index import INDEXED_COLUMNS, IndexService, index_entries
 from broker.store.results import GetResult, GetStatus, PutResult
+from broker.store.retention import InFlightReads, Retention
 from rocketspark.message.convert import tag_codes
 from rocketspark.service import PeriodicService
 
@@ -53,6 +54,10 @@ class MessageStore:
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-io")
         self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="store-read")
+        self._reads = InFlightReads(self._reader)
+        self.retention = Retention(
+            config, self.commit_log, self.queues, self.index, self._reads, self._io, self._build_index
+        )
         self._listeners: list[ArrivalListener] = []
         self._dispatched = 0  # commit log offset up to which consume queues and index are built
         # batches whose index entries are not built yet: building them together saves the
@@ -71,7 +76,9 @@ class MessageStore:
         )
         self._services = [
             PeriodicService("store-flush-consume-queue", config.flush_interval_consume_queue / 1000, self.flush_logics),
-            PeriodicService("store-clean-expired", config.clean_resource_interval / 1000, self.delete_expired),
+            PeriodicService(
+                "store-clean-expired", config.clean_resource_interval / 1000, self.retention.delete_expired
+            ),
         ]
         if config.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
             self._services.append(
@@ -149,6 +156,7 @@ class MessageStore:
         self._dispatched = end
         for queue in self.queues.values():
             queue.drop_below(self.commit_log.min_offset)
+            queue.delete_files_below(queue.min_offset)
         log.info(
             "store recovered%s in %.2f s: commit log %d..%d, %d queues, %d batches dispatched again",
             " after an abnormal shutdown" if abnormal else "",
@@ -344,18 +352,6 @@ class MessageStore:
         for index_file, first, entries in index_flushes:
             index_file.flushed = max(index_file.flushed, first + len(entries))
 
-    def delete_expired(self) -> None:
-        hours = self.config.delete_hours()
-        if hours is not None and time.localtime().tm_hour not in hours:
-            return
-        self._build_index()
-        before = self.commit_log.min_offset
-        min_offset = self.commit_log.delete_expired(self.config.file_reserved_time * 3600)
-        if min_offset != before:
-            for queue in self.queues.values():
-                queue.drop_below(min_offset)
-            self.index.drop_segments_below(min_offset)
-
     # -- reading -------------------------------------------------------------------------------
 
     def max_offset(self, topic: str, queue_id: int) -> int:
@@ -446,9 +442,8 @@ class MessageStore:
         stored = [self.commit_log.cached(int(p)) for p in positions]
         missing = [int(p) for p, b in zip(positions, stored, strict=True) if b is None]
         if missing:
-            loaded = await asyncio.get_running_loop().run_in_executor(
-                self._reader, lambda: [self.commit_log.load(p) for p in missing]
-            )
+            segments = [self.commit_log.segment_holding(p) for p in missing]  # on the loop: see retention.py
+            loaded = await self._reads.submit(lambda: [s.read(p) for s, p in zip(segments, missing, strict=True)])
             by_position = dict(zip(missing, loaded, strict=True))
             for position, batch in by_position.items():
                 self.commit_log.cache_put(position, batch)
@@ -473,7 +468,8 @@ class MessageStore:
         cached = self.commit_log.cached(position)
         if cached is not None:
             return cached
-        loaded = await asyncio.get_running_loop().run_in_executor(self._reader, self.commit_log.load, position)
+        segment = self.commit_log.segment_holding(position)
+        loaded = await self._reads.submit(lambda: segment.read(position))
         self.commit_log.cache_put(position, loaded)
         return loaded
 

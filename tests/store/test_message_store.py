@@ -196,7 +196,7 @@ async def test_retention_deletes_old_segments_and_moves_min_offset(open_store: S
     for segment in store.commit_log.segments:
         os.utime(segment.path, (past, past))
     await store.put_messages("T", 0, [message(b"new")])  # keeps the current segment fresh
-    store.delete_expired()
+    await store.retention.delete_expired()
     assert len(store.commit_log.segments) < old_segments
     low = store.min_offset("T", 0)
     assert low > 0
