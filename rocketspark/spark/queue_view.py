@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
@@ -31,8 +32,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: pauses between the attempts of one question to a broker (then the queue counts as unreachable)
+#: pauses between the attempts of one question to a broker, taken while the question has been
+#: failing for less than RETRY_WINDOW_S (then the queue counts as unreachable)
 RETRY_BACKOFF_S = (0.2, 0.5, 1.0)
+RETRY_WINDOW_S = 5.0
 
 
 class QueueView:
@@ -98,13 +101,17 @@ class QueueView:
     # -- brokers ---------------------------------------------------------------------------------
 
     async def _ask_broker(self, queue: MessageQueue, ask: Callable[[str], Awaitable[T]]) -> T:
-        """`ask(address)` of the queue's broker, retried with backoff while the failure can pass."""
+        """`ask(address)` of the queue's broker, retried with backoff while the failure can pass.
+
+        A refused connection is tried again after each pause; a broker that does not answer at all
+        (each attempt waits for the request timeout) gets fewer attempts within the window."""
         attempt = 0
+        give_up = time.monotonic() + RETRY_WINDOW_S
         while True:
             try:
                 return await ask(await self.client.broker_address(queue.broker_name, queue.topic))
             except RocketMQError as exc:
-                if not exc.retriable or attempt == len(RETRY_BACKOFF_S):
+                if not exc.retriable or attempt == len(RETRY_BACKOFF_S) or time.monotonic() >= give_up:
                     raise
                 pause = RETRY_BACKOFF_S[attempt]
                 attempt += 1

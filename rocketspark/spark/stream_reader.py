@@ -113,14 +113,26 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[Any, Any], limit: ReadLimit) -> dict[str, Any]:
         """The end of the next micro-batch. `start` is where the previous one ended, and it has
-        been processed: its offsets are mirrored to the group now."""
+        been processed: its offsets are mirrored to the group now.
+
+        Queues that cannot be read now keep their offsets while the others go on; a
+        Trigger.AvailableNow run that has nothing else left waits for them (`_wait_for_brokers`)."""
         self._started()
         begin = offset_dicts.from_dict(start)
         view = QueueView(self.options)
         self._mirror(view, begin)
         observed = self._observe(view, begin)
-        if self._target is not None and observed.waiting:
-            view, observed = self._wait_for_brokers(begin, observed)
+        ends = self._plan(view, observed, limit)
+        if self._target is not None and ends == begin:  # an AvailableNow run would end with this answer
+            if observed.waiting:
+                view, observed = self._wait_for_brokers(begin, observed)
+                ends = self._plan(view, observed, limit)
+            if ends == begin:
+                self._mirror_until_taken(begin)
+        return offset_dicts.to_dict(ends)
+
+    def _plan(self, view: QueueView, observed: Observed, limit: ReadLimit) -> dict[MessageQueue, int]:
+        """The next batch's end offsets for what `observed` saw."""
         latest = observed.latest
         self._latest = offset_dicts.to_dict(latest)
         if self._target is not None:
@@ -129,7 +141,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ends = dict(observed.begin)
         first_seen = [q for q in latest if q not in observed.begin]
         if first_seen:
-            placed = resolve(view, first_seen, self.options.starting, self._group(), latest_as_of_ms=self._started())
+            starting, group = self.options.starting, self._group()
+            placed = resolve(view, first_seen, starting, group, latest_as_of_ms=self._started())
             log.info("placing queues seen for the first time: %s", ", ".join(f"{q} at {o}" for q, o in placed.items()))
             ends.update(placed)  # they join the next batch from there
         known = {q: observed.begin[q] for q in latest if q in observed.begin}
@@ -137,9 +150,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadMaxRows):
             available = limit_ends(known, available, limit.max_rows)
         ends.update(available)
-        if self._target is not None and ends == begin:  # the AvailableNow run ends with this answer
-            self._mirror_until_taken(begin)
-        return offset_dicts.to_dict(ends)
+        return ends
 
     def _observe(self, view: QueueView, begin: dict[MessageQueue, int]) -> Observed:
         queues = self._queues(view, must_exist=False)
@@ -148,8 +159,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return Observed(kept, latest, {**away, **view.unreachable})
 
     def _wait_for_brokers(self, begin: dict[MessageQueue, int], observed: Observed) -> tuple[QueueView, Observed]:
-        """Trigger.AvailableNow must not end with a broker's messages unread: wait for the brokers
-        of the waiting queues for up to pullTimeoutMs, then fail naming them."""
+        """Trigger.AvailableNow must not end as if complete with a broker's messages unread: wait for
+        the brokers of the waiting queues for up to pullTimeoutMs, then fail naming them."""
         deadline = time.monotonic() + self.options.pull_timeout_ms / 1000
         while True:
             brokers = sorted({q.broker_name for q in observed.waiting})

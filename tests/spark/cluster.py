@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from rocketspark import Message, Producer
 from rocketspark.client.api import admin, client_manage, offset
+from rocketspark.client.api.route import get_route
 from rocketspark.processes import ServerProcess, wait_registered
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
+from tests.harness import ServerFactory
 
 #: what a produced message is expected to look like in the source's first columns
 Row = tuple[str, str, int, int, str, str, str, bytes]
@@ -42,12 +49,19 @@ class SparkCluster:
             wait_registered(self.namesrv.address, broker.address, (topic,))
 
     def produce(
-        self, topic: str, count: int, *, tag_cycle: tuple[str, ...] = ("A", "B", "C"), first: int = 0
+        self,
+        topic: str,
+        count: int,
+        *,
+        tag_cycle: tuple[str, ...] = ("A", "B", "C"),
+        first: int = 0,
+        on: tuple[str, ...] = (),
     ) -> list[Row]:
-        """`count` messages spread over every queue of the topic; returns their expected rows."""
+        """`count` messages spread over every queue of the topic (of the brokers named in `on`);
+        returns their expected rows."""
         rows = []
         with Producer(f"{topic}_producer", namesrv_addr=self.namesrv_addr) as producer:
-            queues = producer.fetch_publish_queues(topic)
+            queues = [q for q in producer.fetch_publish_queues(topic) if not on or q.broker_name in on]
             for i in range(first, first + count):
                 queue = queues[i % len(queues)]
                 tag = tag_cycle[i % len(tag_cycle)]
@@ -68,14 +82,19 @@ class SparkCluster:
                 )
         return rows
 
-    def group_offsets(self, group: str, topic: str, queues: int = 4) -> dict[tuple[str, int], int | None]:
-        """The group's committed offsets per (broker, queue); None where the broker has none."""
+    def group_offsets(
+        self, group: str, topic: str, queues: int = 4, *, on: tuple[str, ...] = ()
+    ) -> dict[tuple[str, int], int | None]:
+        """The group's committed offsets per (broker, queue) of every broker (or those named in
+        `on`); None where the broker has none."""
 
         async def ask() -> dict[tuple[str, int], int | None]:
             client = RemotingClient()
             found = {}
             try:
                 for name, broker in self.brokers.items():
+                    if on and name not in on:
+                        continue
                     for queue_id in range(queues):
                         found[(name, queue_id)] = await offset.query_consumer_offset(
                             client, broker.address, group, topic, queue_id, set_zero_if_not_found=False
@@ -116,3 +135,55 @@ class SparkCluster:
             return totals
 
         return asyncio.run(ask())
+
+
+class Brokers:
+    """A name server with broker-a and broker-b; broker-b can crash and come back with its data."""
+
+    def __init__(self, servers: ServerFactory, data_dir: Path) -> None:
+        self.servers = servers
+        self.b_dir = data_dir / "broker-b-data"
+        namesrv = servers.namesrv()
+        self.cluster = SparkCluster(
+            namesrv,
+            {
+                "broker-a": servers.broker(namesrv.address, broker_name="broker-a"),
+                "broker-b": servers.broker(namesrv.address, broker_name="broker-b", data_dir=self.b_dir),
+            },
+        )
+
+    def restart_b(self) -> ServerProcess:
+        """broker-b again, on a new port, with the messages it had."""
+        broker = self.servers.broker(self.cluster.namesrv_addr, broker_name="broker-b", data_dir=self.b_dir)
+        self.cluster.brokers["broker-b"] = broker
+        return broker
+
+    @contextlib.contextmanager
+    def b_frozen(self) -> Iterator[None]:
+        """broker-b stopped dead (SIGSTOP): its connections stay open, so the name server keeps routing
+        to it until it expires, and requests to it time out."""
+        pid = self.cluster.brokers["broker-b"].pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    def queue_count(self, topic: str, broker_name: str) -> int:
+        async def ask() -> int:
+            client = RemotingClient()
+            try:
+                route = await get_route(client, self.cluster.namesrv_addr, topic)
+            finally:
+                await client.close()
+            return next((q.read_queue_nums for q in route.queue_datas if q.broker_name == broker_name), 0)
+
+        return asyncio.run(ask())
+
+
+def ends_of(rows: list[Row]) -> dict[tuple[str, int], int]:
+    """The next offset after the last of `rows` in each (broker, queue)."""
+    ends: dict[tuple[str, int], int] = {}
+    for row in rows:
+        ends[(row[1], row[2])] = max(ends.get((row[1], row[2]), 0), row[3] + 1)
+    return ends

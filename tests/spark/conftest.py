@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 
 from rocketspark.spark.session import local_session
 from tests.harness import ServerFactory
-from tests.spark.cluster import SparkCluster
+from tests.spark.cluster import Brokers, SparkCluster
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +41,9 @@ def two_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClust
 @pytest.fixture
 def checkpoint(tmp_path: Path) -> Path:
     return tmp_path / "checkpoint"
+
+
+@pytest.fixture
+def brokers(servers: ServerFactory, tmp_path: Path) -> Brokers:
+    """broker-a and broker-b of a name server of the test's own; broker-b can crash and come back."""
+    return Brokers(servers, tmp_path)
