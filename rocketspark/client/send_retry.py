@@ -4,14 +4,15 @@ As Java's DefaultMQProducer: a send that failed with a connection error or one o
 `RETRY_CODES` is tried again on another broker, up to `retry_times_when_send_failed` times, within
 one deadline shared by every attempt; a send to a fixed queue (explicit, or by sharding key) is not.
 `SYSTEM_BUSY` is different: the broker refused without storing anything because it cannot keep up,
-so the send is tried again after an exponential backoff (as RocketMQ's clients back off when a
-broker asks for fewer requests), on another broker when there is one, on the same queue when the
+so the send is tried again after an exponential backoff with jitter (as RocketMQ's clients back off
+when a broker asks for fewer requests), on another broker when there is one, on the same queue when the
 queue is fixed (order is kept: nothing was stored).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -33,7 +34,8 @@ RETRY_CODES = frozenset(
         ResponseCode.NO_PERMISSION,
     }
 )
-#: the first pause after SYSTEM_BUSY; it doubles with each busy answer, up to BUSY_BACKOFF_MAX_S
+#: the first pause after SYSTEM_BUSY (less up to half, at random); it doubles with each busy answer,
+#: up to BUSY_BACKOFF_MAX_S
 BUSY_BACKOFF_S = 0.1
 BUSY_BACKOFF_MAX_S = 1.0
 
@@ -63,7 +65,7 @@ async def send_with_retries(
     failures: list[str] = []
     avoid: str | None = None
     pause_s = BUSY_BACKOFF_S
-    for _ in range(1 + retries):
+    for attempt_number in range(1 + retries):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise RemotingTimeoutError(_failed(topic, [*failures, "no time left"]))
@@ -81,8 +83,9 @@ async def send_with_retries(
             avoid = target.broker_name  # a fixed queue stays what it is
             if code == ResponseCode.TOPIC_NOT_EXIST:
                 await refresh_route()
-            if busy:
-                await asyncio.sleep(min(pause_s, max(0.0, deadline - time.monotonic())))
+            if busy and attempt_number < retries:
+                jittered = pause_s * (0.5 + random.random() / 2)  # sends refused together do not return together
+                await asyncio.sleep(min(jittered, max(0.0, deadline - time.monotonic())))
                 pause_s = min(2 * pause_s, BUSY_BACKOFF_MAX_S)
     raise SendError(_failed(topic, failures))
 

@@ -54,22 +54,22 @@ async def test_system_busy_is_retried_on_a_fixed_queue_after_growing_pauses() ->
     assert await send(broker, fixed=True) == "stored on broker-a"
     (first, t0), (second, t1), (third, t2) = broker.tried
     assert first == second == third == QUEUES[0]  # nothing was stored, so the queue (and order) stays
-    assert BUSY_BACKOFF_S <= t1 - t0 < 2 * BUSY_BACKOFF_S + 0.1
-    assert 2 * BUSY_BACKOFF_S <= t2 - t1 < 4 * BUSY_BACKOFF_S + 0.1
+    assert BUSY_BACKOFF_S / 2 <= t1 - t0 < BUSY_BACKOFF_S + 0.1  # pauses carry up to 50 % jitter
+    assert BUSY_BACKOFF_S <= t2 - t1 < 2 * BUSY_BACKOFF_S + 0.1
 
 
 async def test_system_busy_moves_to_another_broker_after_a_pause() -> None:
     broker = Broker(ResponseCode.SYSTEM_BUSY, ResponseCode.SUCCESS)
     assert await send(broker, fixed=False) == "stored on broker-b"
     (_, t0), (_, t1) = broker.tried
-    assert t1 - t0 >= BUSY_BACKOFF_S
+    assert t1 - t0 >= BUSY_BACKOFF_S / 2
 
 
 async def test_other_retriable_answers_retry_at_once_and_never_on_a_fixed_queue() -> None:
     broker = Broker(ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SUCCESS)
     assert await send(broker, fixed=False) == "stored on broker-b"
     (_, t0), (_, t1) = broker.tried
-    assert t1 - t0 < BUSY_BACKOFF_S / 2
+    assert t1 - t0 < BUSY_BACKOFF_S / 4
     with pytest.raises(SendError, match=r"failed after 1 attempt\(s\): broker-a: .*SERVICE_NOT_AVAILABLE"):
         await send(Broker(ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SUCCESS), fixed=True)
     with pytest.raises(ResponseError, match="MESSAGE_ILLEGAL"):
