@@ -59,6 +59,10 @@ class BrokerConfig:
     # largest frame in bytes, either way (Java's -Dcom.rocketmq.remoting.frameMaxLength); a longer
     # request closes its connection, and pull answers are cut to fit
     frame_max_length: int = DEFAULT_MAX_FRAME_LENGTH
+    # back-pressure: a connection with this many requests being handled is not read until one ends;
+    # a pull that would be held beyond this many held pulls is answered SYSTEM_BUSY
+    max_in_flight_requests_per_connection: int = 4096
+    max_held_pull_requests: int = 20_000
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -81,6 +85,8 @@ class BrokerConfig:
             "client_channel_scan_interval",
             "rebalance_lock_max_live_time",
             "default_topic_queue_nums",
+            "max_in_flight_requests_per_connection",
+            "max_held_pull_requests",
         )
         check_frame_max_length(self.frame_max_length, "frameMaxLength")
 

@@ -57,6 +57,7 @@ class BrokerController:
             port=config.listen_port,
             idle_timeout_s=config.server_channel_max_idle_time_seconds,
             max_frame_length=config.frame_max_length,
+            max_in_flight_per_connection=config.max_in_flight_requests_per_connection,
         )
         self.client = RemotingClient()
         self.stats = BrokerStats()
@@ -73,7 +74,7 @@ class BrokerController:
         self.consumers = ConsumerManager(config.channel_expired_timeout, self._notify_consumer_ids_changed)
         self.producers = ProducerManager(config.channel_expired_timeout)
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
-        self.hold = PullRequestHoldService()
+        self.hold = PullRequestHoldService(config.max_held_pull_requests)
         self.address = config.broker_addr
         self.store = MessageStore(store_config, self.address)
         self.registration: NamesrvRegistration | None = None

@@ -5,6 +5,10 @@ assigns queue offsets and commit log offsets, builds ONE stored record batch fro
 it (and, under SYNC_FLUSH, fsyncs it) in the store's I/O thread, makes it visible to pulls, and
 only then answers every send of the round. While one round is on disk the next one gathers, so
 concurrent senders share a record batch and an fsync, and a lone sender pays no batching delay.
+
+Back-pressure, as RocketMQ's send thread pool: a send is answered SYSTEM_BUSY at once when the
+queue already holds `sendThreadPoolQueueCapacity` sends or `sendQueueMaxBytes` body bytes, and
+when it waited `waitTimeMillsInSendQueue` without joining a round. A refused send stores nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from broker.store.commitlog import CommitLog, Placement, Segment
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.results import PutResult, PutStatus
 from rocketspark.aio import wait_until
+from rocketspark.errors import RocketMQError
 from rocketspark.message.convert import stored_batch_from_producer, stored_batch_from_rows
+from rocketspark.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +65,7 @@ class AppendRequest:
     born_timestamp: int = 0  # for Arrow batches: the send's born time and host apply to every row
     born_host: str = ""
     wait_flush: bool = True
+    enqueued_at: float = field(default=0.0, init=False)  # event loop time
     first_queue_offset: int = field(default=0, init=False)
     first_commit_log_offset: int = field(default=0, init=False)
 
@@ -109,6 +116,8 @@ class CommitLogAppender:
         self._on_stored = on_stored
         self._on_synced = on_synced
         self._pending: deque[AppendRequest] = deque()
+        self._pending_bytes = 0
+        self._expiry: asyncio.TimerHandle | None = None
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -127,12 +136,49 @@ class CommitLogAppender:
         self._wakeup.set()
         await task
         self._task = None
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
 
     def submit(self, request: AppendRequest) -> None:
+        """Queue a request for the next round; RocketMQError(SYSTEM_BUSY) when the queue is full."""
         if self._task is None or self._stopping:
             raise RuntimeError("the message store is not running")
+        config = self._config
+        if len(self._pending) >= config.send_thread_pool_queue_capacity:
+            raise _busy(f"{len(self._pending)} sends wait for the disk (sendThreadPoolQueueCapacity)")
+        if self._pending and self._pending_bytes + request.body_bytes > config.send_queue_max_bytes:
+            raise _busy(
+                f"{self._pending_bytes:,} body bytes wait for the disk; this send's {request.body_bytes:,} would "
+                f"pass sendQueueMaxBytes={config.send_queue_max_bytes:,}"
+            )
+        loop = asyncio.get_running_loop()
+        request.enqueued_at = loop.time()
         self._pending.append(request)
+        self._pending_bytes += request.body_bytes
+        if self._expiry is None:
+            self._expiry = loop.call_at(request.enqueued_at + self._max_wait_s, self._expire_waiting)
         self._wakeup.set()
+
+    @property
+    def _max_wait_s(self) -> float:
+        return self._config.wait_time_mills_in_send_queue / 1000
+
+    def _expire_waiting(self) -> None:
+        """Answer SYSTEM_BUSY to sends that waited too long for a round (RocketMQ's cleanExpiredRequest)."""
+        self._expiry = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while self._pending and now - self._pending[0].enqueued_at >= self._max_wait_s:
+            request = self._pending.popleft()
+            self._pending_bytes -= request.body_bytes
+            waited_ms = (now - request.enqueued_at) * 1000
+            if not request.future.done():  # else its sender is gone
+                request.future.set_exception(
+                    _busy(f"period in queue: {waited_ms:.0f}ms, size of queue: {len(self._pending) + 1}", timeout=True)
+                )
+        if self._pending:
+            self._expiry = loop.call_at(self._pending[0].enqueued_at + self._max_wait_s, self._expire_waiting)
 
     async def _run(self) -> None:
         while True:
@@ -154,6 +200,7 @@ class CommitLogAppender:
             ):
                 break
             requests.append(self._pending.popleft())
+            self._pending_bytes -= request.body_bytes
             messages += request.count
             body_bytes += request.body_bytes
         return requests
@@ -312,3 +359,9 @@ class CommitLogAppender:
         for request in requests:
             if not request.future.done():
                 request.future.set_exception(exc)
+
+
+def _busy(reason: str, *, timeout: bool = False) -> RocketMQError:
+    """RocketMQ's answer when the store cannot keep up; clients retry it after a pause."""
+    prefix = "[TIMEOUT_CLEAN_QUEUE]broker busy" if timeout else "[OVERLOAD]system busy"
+    return RocketMQError(f"{prefix}, start flow control for a while: {reason}", code=ResponseCode.SYSTEM_BUSY)

@@ -38,6 +38,11 @@ class StoreConfig:
     max_group_commit_messages: int = 65_536
     # recently written batches kept in memory so tailing consumers never read the disk
     batch_cache_bytes: int = 256 * 1024 * 1024
+    # back-pressure: sends waiting for the commit log writer are answered SYSTEM_BUSY when they
+    # waited this long (ms), or at once when this many sends or body bytes are waiting already
+    wait_time_mills_in_send_queue: int = 200
+    send_thread_pool_queue_capacity: int = 10_000
+    send_queue_max_bytes: int = 128 * 1024 * 1024
 
     def __post_init__(self) -> None:
         require_positive(
@@ -52,6 +57,9 @@ class StoreConfig:
             "clean_resource_interval",
             "max_group_commit_bytes",
             "max_group_commit_messages",
+            "wait_time_mills_in_send_queue",
+            "send_thread_pool_queue_capacity",
+            "send_queue_max_bytes",
         )
         self.delete_hours()  # validates
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -35,8 +36,15 @@ class Connection(asyncio.Protocol):
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         serialize_type: SerializeType = SerializeType.JSON,
         on_close: Callable[[Connection], None] | None = None,
+        max_in_flight: int = 0,
     ) -> None:
+        """`max_in_flight` > 0: while that many requests are being handled, stop reading from the
+        peer (TCP back-pressure), so one connection cannot pile up unbounded handler tasks. Requests
+        already read then wait in `_backlog` (at most what one read delivered)."""
         self._processors = processors
+        self._max_in_flight = max_in_flight
+        self._reading_paused = False
+        self._backlog: deque[RemotingCommand] = deque()
         self._decoder = FrameDecoder(max_frame_length)
         self._idle_timeout_s = idle_timeout_s
         self._serialize_type = serialize_type
@@ -69,6 +77,8 @@ class Connection(asyncio.Protocol):
             for command in self._decoder.feed(data):
                 if command.is_response:
                     self._complete(command)
+                elif self._reading_paused:
+                    self._backlog.append(command)
                 else:
                     self._dispatch(command)
         except ProtocolError as exc:
@@ -80,6 +90,7 @@ class Connection(asyncio.Protocol):
             self._close_reason = f"connection lost: {exc}" if exc else "closed by peer"
         if self._idle_handle is not None:
             self._idle_handle.cancel()
+        self._backlog.clear()
         for task in list(self._handler_tasks):  # nobody can receive their responses any more
             task.cancel()
         pending, self._pending = self._pending, {}
@@ -199,7 +210,22 @@ class Connection(asyncio.Protocol):
         else:
             task = self._loop.create_task(self._await_handler(request, result))
             self._handler_tasks.add(task)
-            task.add_done_callback(self._handler_tasks.discard)
+            task.add_done_callback(self._handler_done)
+            if 0 < self._max_in_flight <= len(self._handler_tasks) and not self._reading_paused:
+                assert self._transport is not None
+                self._transport.pause_reading()
+                self._reading_paused = True
+
+    def _handler_done(self, task: asyncio.Task[None]) -> None:
+        self._handler_tasks.discard(task)
+        if not self._reading_paused or self.closed:
+            return
+        while self._backlog and len(self._handler_tasks) < self._max_in_flight:
+            self._dispatch(self._backlog.popleft())
+        if not self._backlog and len(self._handler_tasks) < self._max_in_flight:
+            assert self._transport is not None
+            self._transport.resume_reading()
+            self._reading_paused = False
 
     async def _await_handler(self, request: RemotingCommand, pending: Any) -> None:
         try:

@@ -30,8 +30,10 @@ class RemotingServer:
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         serialize_type: SerializeType = SerializeType.JSON,
+        max_in_flight_per_connection: int = 0,
     ) -> None:
         self.processors = processors
+        self._max_in_flight = max_in_flight_per_connection
         self.host = host
         self.port = port
         self._idle_timeout_s = idle_timeout_s
@@ -71,6 +73,7 @@ class RemotingServer:
             idle_timeout_s=self._idle_timeout_s,
             serialize_type=self._serialize_type,
             on_close=self._connection_closed,
+            max_in_flight=self._max_in_flight,
         )
         self.connections.add(connection)
         return connection

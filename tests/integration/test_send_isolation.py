@@ -30,7 +30,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     factory = ServerFactory(tmp_path_factory.mktemp("send-isolation"))
     try:
         namesrv = factory.namesrv()
-        yield factory.broker(namesrv.address)
+        # on a loaded machine a round may take longer than the default 200 ms a send may wait for
+        # one; SYSTEM_BUSY is not what these tests are about (tests/integration/test_backpressure.py)
+        yield factory.broker(namesrv.address, "--set", "waitTimeMillsInSendQueue=10000")
     finally:
         factory.stop_all()
 
