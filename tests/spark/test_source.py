@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from rocketspark.spark.datasource import RocketMQDataSource
+from rocketspark.spark.progress import lag_behind_latest
 from tests.interop.driver import OutgoingMessage, RealClient, Send
 from tests.spark.queries import (
     COLUMNS,
@@ -173,12 +174,40 @@ def test_new_checkpoint_moves_the_group_backwards(spark, two_brokers, tmp_path) 
         name="rw1",
     )
     assert set(two_brokers.group_offsets("rewound_group", "Rewound").values()) == {2}
+    during_first_batch: list[dict] = []
+
+    def record(batch: DataFrame, batch_id: int) -> None:  # the batch's end is mirrored only after it
+        during_first_batch.append(two_brokers.group_offsets("rewound_group", "Rewound"))
+        batch.count()
+
     spec = json.dumps({"Rewound": {"broker-a": {"0": 1}}})
-    frame = stream(spark, two_brokers, "Rewound", "rewound_group", startingOffsets=spec)
-    run_available_now(frame, "memory", tmp_path / "b", name="rw2")
-    # queue 0 of broker-a restarted at 1 and read to 2; queues the JSON does not name started at latest
-    assert spark.table("rw2").count() == 1
+    query = (
+        stream(spark, two_brokers, "Rewound", "rewound_group", startingOffsets=spec)
+        .writeStream.foreachBatch(record)
+        .option("checkpointLocation", str(tmp_path / "b"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    # queue 0 of broker-a restarted at 1; queues the JSON does not name started at latest (2)
+    moved = during_first_batch[0]
+    assert moved[("broker-a", 0)] == 1 and {o for q, o in moved.items() if q != ("broker-a", 0)} == {2}
+    assert query.recentProgress[0]["numInputRows"] == 1
     assert set(two_brokers.group_offsets("rewound_group", "Rewound").values()) == {2}
+
+
+def test_progress_reports_the_latest_offsets_so_lag_can_be_computed(spark, two_brokers, checkpoint) -> None:
+    two_brokers.create_topic("Lagging")
+    two_brokers.produce("Lagging", 160)  # 20 a queue
+    frame = stream(
+        spark, two_brokers, "Lagging", "lagging_group", startingOffsets="earliest", maxMessagesPerTrigger="40"
+    )
+    query = run_available_now(frame, "memory", checkpoint, name="lagging")
+    first = next(p for p in query.recentProgress if p["numInputRows"])
+    latest = json.loads(first["sources"][0]["latestOffset"])
+    assert latest == {"Lagging": {b: {str(q): 20 for q in range(4)} for b in ("broker-a", "broker-b")}}
+    assert lag_behind_latest(first) == 160 - 40
+    assert lag_behind_latest(query.lastProgress) == 0
 
 
 def test_batch_reads_between_offsets_and_times(spark, two_brokers) -> None:

@@ -202,16 +202,16 @@ def test_query_waits_for_a_restarting_broker_and_loses_nothing(
         .start(str(output))
     )
     try:
-        wait_for(lambda: stored_rows(spark, output) == 20, "the first 20 messages")
+        wait_for(lambda: stored_rows(spark, output) >= 20, "the first 20 messages")
         brokers["broker-b"].stop()
         wait_for(lambda: read_queue_count(cluster, "Restarted", "broker-b") == 0, "broker-b to leave the route")
         sent += cluster.produce("Restarted", 10, first=20)  # only broker-a takes them
-        wait_for(lambda: stored_rows(spark, output) == 30, "messages sent while broker-b is down")
+        wait_for(lambda: stored_rows(spark, output) >= 30, "messages sent while broker-b is down")
         assert query.isActive, query.exception()
         brokers["broker-b"] = servers.broker(namesrv.address, broker_name="broker-b", data_dir=b_dir)
         wait_for(lambda: read_queue_count(cluster, "Restarted", "broker-b") == 2, "broker-b to come back")
         sent += cluster.produce("Restarted", 20, first=30)
-        wait_for(lambda: stored_rows(spark, output) == 50, "messages sent after the restart")
+        wait_for(lambda: stored_rows(spark, output) >= 50, "messages sent after the restart")
         assert query.isActive, query.exception()
         ends: dict[tuple[str, int], int | None] = {}
         for row in sent:
