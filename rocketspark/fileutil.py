@@ -1,5 +1,5 @@
-"""Atomic file replacement, for every piece of persisted configuration and metadata, and a writer
-that does it off the event loop."""
+"""Atomic file replacement, for every piece of persisted configuration and metadata, a writer
+that does it off the event loop, and durable directory entries."""
 
 from __future__ import annotations
 
@@ -30,11 +30,17 @@ def write_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make the names in `directory` (files created, renamed or removed in it) durable: fsyncing a
+    file saves its data, not its name."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(dir_fd)
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
 
 
 class AtomicFileWriter:

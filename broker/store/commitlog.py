@@ -21,8 +21,9 @@ import numpy as np
 import pyarrow as pa
 
 from broker.store import record
-from broker.store.durability import fsync_directory, make_directories
+from broker.store.durability import make_directories
 from broker.store.growable import GrowableArray
+from rocketspark.fileutil import fsync_directory
 
 log = logging.getLogger(__name__)
 

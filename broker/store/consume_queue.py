@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from broker.store.durability import fsync_directory, make_directories
+from broker.store.durability import make_directories
 from broker.store.growable import GrowableArray
+from rocketspark.fileutil import fsync_directory
 
 log = logging.getLogger(__name__)
 

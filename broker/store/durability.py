@@ -8,17 +8,9 @@ flushed offset, the checkpoint.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-
-def fsync_directory(directory: Path) -> None:
-    """Make the names in `directory` (files created or removed in it) durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from rocketspark.fileutil import fsync_directory
 
 
 def make_directories(directory: Path) -> None:

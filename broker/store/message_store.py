@@ -24,6 +24,7 @@ from broker.store.commitlog import CommitLog, Placement
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.consume_queue import CQ_ENTRY, ConsumeQueue
 from broker.store.index import INDEXED_COLUMNS, IndexService, index_entries
+from broker.store.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult
 from broker.store.retention import InFlightReads, Retention
 from rocketspark.message.convert import tag_codes
@@ -141,7 +142,7 @@ class MessageStore:
         self._load_queues()
         self.index.load()
         dispatched = min(checkpoint.dispatched, end) if checkpoint else self.commit_log.min_offset
-        if not self._logics_agree_with_log(dispatched, checkpoint.queues if checkpoint else {}):
+        if not logics_agree_with_log(self.queues, self.commit_log, dispatched, checkpoint.queues if checkpoint else {}):
             log.warning("consume queues disagree with the commit log; rebuilding them from the commit log")
             dispatched = self.commit_log.min_offset
         for queue in self.queues.values():
@@ -176,39 +177,6 @@ class MessageStore:
                 if queue_dir.name.isdigit():
                     queue = self._queue(topic_dir.name, int(queue_dir.name))
                     queue.load()
-
-    def _logics_agree_with_log(self, dispatched: int, expected_lengths: dict[str, int]) -> bool:
-        """Every queue must be as long as the checkpoint says, and its last entry before
-        `dispatched` must name a stored message of that queue."""
-        for key, length in expected_lengths.items():
-            name, _, number = key.rpartition(":")
-            queue = self.queues.get((name, int(number)))
-            if (queue.max_offset if queue else 0) < length:
-                log.warning("consume queue %s has fewer entries than the checkpoint vouched for", key)
-                return False
-        for (topic, queue_id), queue in self.queues.items():
-            entries = queue.entries(queue.min_offset, queue.max_offset - queue.min_offset)
-            before = entries[entries["batch_pos"] < dispatched]
-            if not len(before):
-                continue
-            last = before[-1]
-            position = int(last["batch_pos"])
-            if position < self.commit_log.min_offset:
-                continue  # deleted by retention; dropped below
-            try:
-                batch = self.commit_log.load(position)
-            except (LookupError, OSError, ValueError):
-                return False
-            row = int(last["row"])
-            expected_offset = queue.min_offset + len(before) - 1
-            if (
-                row >= batch.num_rows
-                or batch.column("topic")[row].as_py() != topic
-                or batch.column("queue_id")[row].as_py() != queue_id
-                or batch.column("queue_offset")[row].as_py() != expected_offset
-            ):
-                return False
-        return True
 
     # -- writing -------------------------------------------------------------------------------
 
