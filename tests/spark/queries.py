@@ -43,6 +43,23 @@ def run_available_now(
     return query
 
 
+def start_stream(frame: DataFrame, output: Path, checkpoint: Path) -> StreamingQuery:
+    """Run `frame` into parquet at `output` with a 300 ms processing-time trigger until stopped."""
+    writer = frame.writeStream.format("parquet").option("checkpointLocation", str(checkpoint))
+    return writer.trigger(processingTime="300 milliseconds").start(str(output))
+
+
+def run_recording_batches(frame: DataFrame, checkpoint: Path, seen: dict[int, list[list[str]]]) -> None:
+    """Run `frame` with AvailableNow into foreachBatch, adding each batch's sorted msgIds to
+    `seen[batchId]` (a batch Spark runs again shows up twice)."""
+
+    def record(batch: DataFrame, batch_id: int) -> None:
+        seen.setdefault(batch_id, []).append(sorted(r.msgId for r in batch.select("msgId").collect()))
+
+    writer = frame.writeStream.foreachBatch(record).option("checkpointLocation", str(checkpoint))
+    assert writer.trigger(availableNow=True).start().awaitTermination(QUERY_TIMEOUT_S)
+
+
 def expected_frame(spark: SparkSession, rows: list[Row]) -> DataFrame:
     return spark.createDataFrame(rows, StructType([SOURCE_SCHEMA[name] for name in COLUMNS]))
 

@@ -23,6 +23,7 @@ from tests.spark.queries import (
     expected_frame,
     forget_last_commit,
     run_available_now,
+    run_recording_batches,
     stored_rows,
     stream,
     wait_for,
@@ -94,21 +95,12 @@ def test_replayed_batch_is_identical_and_the_parquet_sink_holds_each_message_onc
     assert sorted(first_rows) == sorted(stored.select("msgId").collect())
 
     # the replay reads the very rows the first run read: compare batch by batch
-    seen: dict[int, list] = {}
-
-    def record(batch: DataFrame, batch_id: int) -> None:
-        seen.setdefault(batch_id, []).append(sorted(r.msgId for r in batch.select("msgId").collect()))
-
+    seen: dict[int, list[list[str]]] = {}
     replay_checkpoint = tmp_path / "ckpt2"
     for _ in range(2):
-        query = (
-            stream(spark, two_brokers, "Replayed", "replay_group2", **options)
-            .writeStream.foreachBatch(record)
-            .option("checkpointLocation", str(replay_checkpoint))
-            .trigger(availableNow=True)
-            .start()
+        run_recording_batches(
+            stream(spark, two_brokers, "Replayed", "replay_group2", **options), replay_checkpoint, seen
         )
-        assert query.awaitTermination(180)
         if not any(len(batches) == 2 for batches in seen.values()):
             forget_last_commit(replay_checkpoint)
     replayed = [batch for batch in seen.values() if len(batch) == 2]

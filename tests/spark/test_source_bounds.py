@@ -8,11 +8,19 @@ import time
 from pathlib import Path
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from tests.harness import ServerFactory
 from tests.spark.cluster import SparkCluster
-from tests.spark.queries import forget_last_commit, run_available_now, stored_rows, stream, wait_for
+from tests.spark.queries import (
+    forget_last_commit,
+    run_available_now,
+    run_recording_batches,
+    start_stream,
+    stored_rows,
+    stream,
+    wait_for,
+)
 
 #: a tag cycle where every fourth message is an `A` (for a topic of one queue)
 EVERY_FOURTH_A = ("A", "B", "C", "D")
@@ -51,13 +59,8 @@ def test_live_stream_with_tags_stores_every_matching_message_once(
 ) -> None:
     two_brokers.create_topic("LiveTags")
     output, checkpoint = tmp_path / "out", tmp_path / "ckpt"
-    query = (
-        stream(spark, two_brokers, "LiveTags", "live_tags_group", startingOffsets="earliest", tags="A")
-        .writeStream.format("parquet")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="300 milliseconds")
-        .start(str(output))
-    )
+    frame = stream(spark, two_brokers, "LiveTags", "live_tags_group", startingOffsets="earliest", tags="A")
+    query = start_stream(frame, output, checkpoint)
     sent: list[tuple] = []
     try:
         deadline = time.monotonic() + 150
@@ -115,20 +118,11 @@ def test_replayed_batch_with_tags_gives_the_same_rows(
     sent = two_brokers.produce("ReplayedTags", 240, tag_cycle=EVERY_THIRD_A)
     checkpoint = tmp_path / "ckpt"
     seen: dict[int, list[list[str]]] = {}
-
-    def record(batch: DataFrame, batch_id: int) -> None:
-        seen.setdefault(batch_id, []).append(sorted(r.msgId for r in batch.select("msgId").collect()))
-
     options = {"startingOffsets": "earliest", "tags": "A", "maxMessagesPerTrigger": "50"}
     for run in range(2):
-        query = (
-            stream(spark, two_brokers, "ReplayedTags", "replayed_tags_group", **options)
-            .writeStream.foreachBatch(record)
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
+        run_recording_batches(
+            stream(spark, two_brokers, "ReplayedTags", "replayed_tags_group", **options), checkpoint, seen
         )
-        assert query.awaitTermination(180)
         if run == 0:
             forget_last_commit(checkpoint)  # Spark runs that batch again from its logged offsets
             sent += two_brokers.produce("ReplayedTags", 40, tag_cycle=EVERY_THIRD_A, first=240)  # past its end

@@ -1,5 +1,6 @@
-"""The Spark source while brokers go away: a broker down when the query starts, a broker killed
-(still routed) during a stream, Trigger.AvailableNow with a broker's data unreachable."""
+"""The Spark source while brokers go away: a broker down when the query starts, Trigger.AvailableNow
+with a routed broker that does not answer. (A broker stopped or killed under a running stream:
+test_source_changes.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.spark.cluster import Brokers, ends_of
-from tests.spark.queries import stored_rows, stream, wait_for
+from tests.spark.queries import start_stream, stored_rows, stream, wait_for
 
 
 def msg_ids(spark: SparkSession, output: Path) -> list[str]:
@@ -28,17 +29,12 @@ def test_queues_of_a_broker_away_at_the_start_follow_the_starting_option(
     cluster.brokers["broker-b"].stop()
     wait_for(lambda: brokers.queue_count("AwayAtStart", "broker-b") == 0, "broker-b to leave the route")
     output = tmp_path / "out"
-    query = (
-        stream(spark, cluster, "AwayAtStart", f"away_{starting}_group", startingOffsets=starting)
-        .writeStream.format("parquet")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(processingTime="300 milliseconds")
-        .start(str(output))
-    )
+    frame = stream(spark, cluster, "AwayAtStart", f"away_{starting}_group", startingOffsets=starting)
+    query = start_stream(frame, output, tmp_path / "ckpt")
     try:
         wait_for(lambda: bool(query.recentProgress), "the query's first trigger")
         sent = cluster.produce("AwayAtStart", 10, first=20, on=("broker-a",))
-        wait_for(lambda: stored_rows(spark, output) == 10, "messages sent to broker-a")
+        wait_for(lambda: stored_rows(spark, output) >= 10, "messages sent to broker-a")
         brokers.restart_b()
         wait_for(lambda: brokers.queue_count("AwayAtStart", "broker-b") == 2, "broker-b to come back")
         cluster.create_topic("AwayAtStart", queues=4, on=("broker-a",))  # scale-out after the start
@@ -47,39 +43,6 @@ def test_queues_of_a_broker_away_at_the_start_follow_the_starting_option(
         assert {(r[1], r[2]) for r in sent} >= {("broker-a", 2), ("broker-a", 3), ("broker-b", 0)}
         wait_for(lambda: stored_rows(spark, output) >= 50, "messages sent after broker-b came back")
         assert query.isActive, query.exception()
-    finally:
-        query.stop()
-    assert msg_ids(spark, output) == sorted(r[4] for r in sent)
-
-
-@pytest.mark.slow
-def test_query_rides_out_a_killed_broker_and_loses_nothing(
-    spark: SparkSession, brokers: Brokers, tmp_path: Path
-) -> None:
-    cluster = brokers.cluster
-    cluster.create_topic("Killed", queues=2)
-    sent = cluster.produce("Killed", 20)
-    output = tmp_path / "out"
-    query = (
-        stream(spark, cluster, "Killed", "killed_group", startingOffsets="earliest")
-        .writeStream.format("parquet")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(processingTime="300 milliseconds")
-        .start(str(output))
-    )
-    try:
-        wait_for(lambda: stored_rows(spark, output) == 20, "the first 20 messages")
-        cluster.brokers["broker-b"].kill()  # no unregistration: the route keeps listing it
-        sent += cluster.produce("Killed", 10, first=20, on=("broker-a",))
-        wait_for(lambda: stored_rows(spark, output) == 30, "messages sent to broker-a while broker-b is dead")
-        assert query.isActive, query.exception()
-        brokers.restart_b()
-        wait_for(lambda: brokers.queue_count("Killed", "broker-b") == 2, "broker-b to re-register")
-        sent += cluster.produce("Killed", 20, first=30)
-        wait_for(lambda: stored_rows(spark, output) >= 50, "messages sent after the restart")
-        assert query.isActive, query.exception()
-        ends = ends_of(sent)
-        wait_for(lambda: cluster.group_offsets("killed_group", "Killed", 2) == ends, "the group's offsets")
     finally:
         query.stop()
     assert msg_ids(spark, output) == sorted(r[4] for r in sent)

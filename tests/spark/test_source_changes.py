@@ -17,8 +17,8 @@ from rocketspark.client.api.route import get_route
 from rocketspark.message.queue import MessageQueue
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
-from tests.spark.cluster import SparkCluster
-from tests.spark.queries import run_available_now, stored_rows, stream, wait_for
+from tests.spark.cluster import Brokers, SparkCluster, ends_of
+from tests.spark.queries import run_available_now, start_stream, stored_rows, stream, wait_for
 
 #: broker settings under which a closed commit-log segment expires about a second after its last write
 FAST_RETENTION = (
@@ -181,42 +181,34 @@ def test_messages_removed_by_retention_are_data_loss_unless_allowed(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("how", ["stopped", "killed"])
 def test_query_waits_for_a_restarting_broker_and_loses_nothing(
-    spark: SparkSession, servers: ServerFactory, tmp_path: Path
+    spark: SparkSession, brokers: Brokers, tmp_path: Path, how: str
 ) -> None:
-    namesrv = servers.namesrv()
-    b_dir = tmp_path / "broker-b-data"
-    brokers = {
-        "broker-a": servers.broker(namesrv.address, broker_name="broker-a"),
-        "broker-b": servers.broker(namesrv.address, broker_name="broker-b", data_dir=b_dir),
-    }
-    cluster = SparkCluster(namesrv, brokers)
+    """broker-b stops (SIGTERM: it unregisters, then closes) or is killed (kill -9: the name server
+    notices the closed connection) under a running stream, and comes back on another port."""
+    cluster = brokers.cluster
     cluster.create_topic("Restarted", queues=2)
     sent = cluster.produce("Restarted", 20)
     output = tmp_path / "out"
-    query = (
-        stream(spark, cluster, "Restarted", "restarted_group", startingOffsets="earliest")
-        .writeStream.format("parquet")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(processingTime="500 milliseconds")
-        .start(str(output))
+    query = start_stream(
+        stream(spark, cluster, "Restarted", "restarted_group", startingOffsets="earliest"), output, tmp_path / "ckpt"
     )
     try:
         wait_for(lambda: stored_rows(spark, output) >= 20, "the first 20 messages")
-        brokers["broker-b"].stop()
-        wait_for(lambda: read_queue_count(cluster, "Restarted", "broker-b") == 0, "broker-b to leave the route")
-        sent += cluster.produce("Restarted", 10, first=20)  # only broker-a takes them
+        if how == "stopped":
+            cluster.brokers["broker-b"].stop()
+        else:
+            cluster.brokers["broker-b"].kill()
+        sent += cluster.produce("Restarted", 10, first=20, on=("broker-a",))
         wait_for(lambda: stored_rows(spark, output) >= 30, "messages sent while broker-b is down")
         assert query.isActive, query.exception()
-        brokers["broker-b"] = servers.broker(namesrv.address, broker_name="broker-b", data_dir=b_dir)
+        brokers.restart_b()
         wait_for(lambda: read_queue_count(cluster, "Restarted", "broker-b") == 2, "broker-b to come back")
         sent += cluster.produce("Restarted", 20, first=30)
         wait_for(lambda: stored_rows(spark, output) >= 50, "messages sent after the restart")
         assert query.isActive, query.exception()
-        ends: dict[tuple[str, int], int | None] = {}
-        for row in sent:
-            ends[(row[1], row[2])] = max(ends.get((row[1], row[2])) or 0, row[3] + 1)
-        wait_for(lambda: cluster.group_offsets("restarted_group", "Restarted", 2) == ends, "the group's offsets")
+        wait_for(lambda: cluster.group_offsets("restarted_group", "Restarted", 2) == ends_of(sent), "group offsets")
     finally:
         query.stop()
     read = spark.read.parquet(str(output)).select("msgId").collect()
