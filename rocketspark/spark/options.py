@@ -8,12 +8,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rocketspark.client.config import parse_namesrv_addr
 from rocketspark.errors import ConfigError, ValidationError
 from rocketspark.message.filter import parse_tag_expression
 from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import validate_group, validate_topic
 from rocketspark.spark import offsets as offset_dicts
+from rocketspark.spark.option_values import bool_option, int_option, lowered_options, namesrv_option
 
 DEFAULT_PULL_BATCH_SIZE = 10_000
 DEFAULT_PULL_TIMEOUT_MS = 120_000
@@ -80,41 +80,11 @@ class SourceOptions:
         return re.compile(self.topic_pattern) if self.topic_pattern is not None else None
 
 
-def _int(options: Mapping[str, str], name: str, *, minimum: int) -> int | None:
-    raw = options.get(name.lower())
-    if raw is None:
-        return None
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ConfigError(f"option {name} must be a whole number, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigError(f"option {name} must be at least {minimum}, got {value}")
-    return value
-
-
-def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = options.get(name.lower())
-    if raw is None:
-        return default
-    lowered = raw.strip().lower()
-    if lowered not in ("true", "false"):
-        raise ConfigError(f"option {name} must be true or false, got {raw!r}")
-    return lowered == "true"
-
-
-def _one_of(options: Mapping[str, str], *names: str) -> str | None:
-    given = [n for n in names if n.lower() in options]
-    if len(given) > 1:
-        raise ConfigError(f"options {' and '.join(given)} mean the same thing; give one")
-    return options[given[0].lower()] if given else None
-
-
 def _position(
     options: Mapping[str, str], offsets_name: str, timestamp_name: str, default: Position, *, allowed: set[Position]
 ) -> StartOrEnd:
     raw = options.get(offsets_name.lower())
-    stamp = _int(options, timestamp_name, minimum=0)
+    stamp = int_option(options, timestamp_name, minimum=0)
     if raw is not None and stamp is not None:
         raise ConfigError(f"give {offsets_name} or {timestamp_name}, not both")
     if stamp is not None:
@@ -196,14 +166,8 @@ def _group(lowered: Mapping[str, str], streaming: bool) -> str | None:
 
 def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     """Check every option; ConfigError (a ValueError) says which one is wrong and why."""
-    lowered = {k.lower(): v for k, v in options.items()}
-    unknown = sorted(k for k in lowered if k not in KNOWN_OPTIONS)
-    if unknown:
-        raise ConfigError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for format rocketmq")
-    namesrv = _one_of(lowered, "nameserver", "namesrvAddr")
-    if not namesrv or not namesrv.strip():
-        raise ConfigError("option nameserver is required: the name servers as host:port[;host:port]")
-    parse_namesrv_addr(namesrv)
+    lowered = lowered_options(options, KNOWN_OPTIONS)
+    namesrv = namesrv_option(lowered)
 
     topics, pattern = _topics(lowered)
     tags = _tags(lowered)
@@ -228,16 +192,16 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     if "maxmessagespertrigger" in lowered and "maxoffsetspertrigger" in lowered:
         raise ConfigError("options maxMessagesPerTrigger and maxOffsetsPerTrigger mean the same thing; give one")
     return SourceOptions(
-        namesrv_addr=namesrv.strip(),
+        namesrv_addr=namesrv,
         topics=topics,
         topic_pattern=pattern,
         tags=tags,
         consumer_group=group,
         starting=starting,
         ending=ending,
-        max_messages_per_trigger=_int(lowered, limit_name, minimum=1),
-        num_partitions=_int(lowered, "numPartitions", minimum=1),
-        fail_on_data_loss=_bool(lowered, "failOnDataLoss", True),
-        pull_batch_size=_int(lowered, "pullBatchSize", minimum=1) or DEFAULT_PULL_BATCH_SIZE,
-        pull_timeout_ms=_int(lowered, "pullTimeoutMs", minimum=1) or DEFAULT_PULL_TIMEOUT_MS,
+        max_messages_per_trigger=int_option(lowered, limit_name, minimum=1),
+        num_partitions=int_option(lowered, "numPartitions", minimum=1),
+        fail_on_data_loss=bool_option(lowered, "failOnDataLoss", True),
+        pull_batch_size=int_option(lowered, "pullBatchSize", minimum=1) or DEFAULT_PULL_BATCH_SIZE,
+        pull_timeout_ms=int_option(lowered, "pullTimeoutMs", minimum=1) or DEFAULT_PULL_TIMEOUT_MS,
     )

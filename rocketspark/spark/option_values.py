@@ -1,0 +1,59 @@
+"""Reading option values: Spark passes every option as a string, under a case-insensitive name.
+
+Shared by the source's and the sink's options, so both name a wrong option and say why alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from rocketspark.client.config import parse_namesrv_addr
+from rocketspark.errors import ConfigError
+
+
+def lowered_options(options: Mapping[str, str], known: Collection[str]) -> dict[str, str]:
+    """The options by lower-case name; ConfigError naming any option not in `known` (lower case)."""
+    lowered = {k.lower(): v for k, v in options.items()}
+    unknown = sorted(k for k in lowered if k not in known)
+    if unknown:
+        raise ConfigError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for format rocketmq")
+    return lowered
+
+
+def namesrv_option(options: Mapping[str, str]) -> str:
+    """The required name-server list (`nameserver`, alias `namesrvAddr`), checked."""
+    namesrv = one_of(options, "nameserver", "namesrvAddr")
+    if not namesrv or not namesrv.strip():
+        raise ConfigError("option nameserver is required: the name servers as host:port[;host:port]")
+    parse_namesrv_addr(namesrv)
+    return namesrv.strip()
+
+
+def int_option(options: Mapping[str, str], name: str, *, minimum: int) -> int | None:
+    raw = options.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"option {name} must be a whole number, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"option {name} must be at least {minimum}, got {value}")
+    return value
+
+
+def bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name.lower())
+    if raw is None:
+        return default
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(f"option {name} must be true or false, got {raw!r}")
+    return lowered == "true"
+
+
+def one_of(options: Mapping[str, str], *names: str) -> str | None:
+    given = [n for n in names if n.lower() in options]
+    if len(given) > 1:
+        raise ConfigError(f"options {' and '.join(given)} mean the same thing; give one")
+    return options[given[0].lower()] if given else None
