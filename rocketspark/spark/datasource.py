@@ -1,7 +1,7 @@
 """`RocketMQDataSource`: the `rocketmq` format of Spark's Python data source API.
 
-Kept light: Spark imports it in every Python worker that looks data sources up, so the readers
-(and pyarrow, and the client) load only when a query uses them.
+Kept light: Spark imports it in every Python worker that looks data sources up, so the readers and
+writers (and pyarrow, and the client) load only when a query uses them.
 """
 
 from __future__ import annotations
@@ -15,13 +15,16 @@ from rocketspark.errors import ConfigError
 
 if TYPE_CHECKING:
     from rocketspark.spark.batch_reader import RocketMQBatchReader
+    from rocketspark.spark.sink_options import SinkOptions
     from rocketspark.spark.stream_reader import RocketMQStreamReader
+    from rocketspark.spark.writers import RocketMQBatchWriter, RocketMQStreamWriter
 
 
 class RocketMQDataSource(DataSource):
-    """Read RocketMQ topics as a stream (`spark.readStream`) or a bounded DataFrame (`spark.read`).
+    """Read RocketMQ topics as a stream (`spark.readStream`) or a bounded DataFrame (`spark.read`);
+    write rows to topics (`df.writeStream`, `df.write`).
 
-    Options are described in docs/spark.md; the schema is fixed (see :meth:`schema`).
+    Options are described in docs/spark.md; the read schema is fixed (see :meth:`schema`).
     """
 
     @classmethod
@@ -53,3 +56,28 @@ class RocketMQDataSource(DataSource):
 
         self._check_schema(schema)
         return RocketMQStreamReader(parse(self.options, streaming=True))
+
+    def _sink_options(self, schema: StructType, overwrite: bool) -> SinkOptions:
+        """Checked on the driver before any task starts: options, columns, save mode, topic."""
+        from rocketspark.spark.sink_options import check_input, parse_sink  # noqa: PLC0415
+        from rocketspark.spark.writing import check_topic  # noqa: PLC0415
+
+        options = parse_sink(self.options)
+        if overwrite:
+            raise ConfigError(
+                'format rocketmq appends messages to topics and cannot replace them: use .mode("append") '
+                "(overwrite is not supported)"
+            )
+        check_input(schema, options)
+        check_topic(options)
+        return options
+
+    def writer(self, schema: StructType, overwrite: bool) -> RocketMQBatchWriter:
+        from rocketspark.spark.writers import RocketMQBatchWriter  # noqa: PLC0415
+
+        return RocketMQBatchWriter(self._sink_options(schema, overwrite))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> RocketMQStreamWriter:
+        from rocketspark.spark.writers import RocketMQStreamWriter  # noqa: PLC0415
+
+        return RocketMQStreamWriter(self._sink_options(schema, overwrite))

@@ -1,0 +1,135 @@
+"""The sink's options and input columns, checked once on the driver before any task starts
+(docs/spark.md, "Writing", describes each)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+)
+
+from rocketspark.errors import ConfigError, ValidationError
+from rocketspark.message.validation import validate_group, validate_send_topic
+from rocketspark.spark.option_values import int_option, lowered_options, namesrv_option
+
+DEFAULT_PRODUCER_GROUP = "spark-rocketmq-producer"
+DEFAULT_SEND_TIMEOUT_MS = 3_000
+DEFAULT_RETRIES = 2
+DEFAULT_BATCH_SIZE = 4_096
+
+#: every option the sink reads (lower case), and those Spark itself passes to writers
+KNOWN_SINK_OPTIONS = frozenset(
+    {
+        "nameserver",
+        "namesrvaddr",
+        "topic",
+        "producergroup",
+        "sendtimeoutms",
+        "retries",
+        "batchsize",
+        "checkpointlocation",  # Spark's, for streaming writes: not ours to use
+        "path",  # what save(path) / start(path) passes: not used
+    }
+)
+
+_STRING = "string"
+#: the columns a written DataFrame may have, and the Spark types each accepts
+ACCEPTED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "body": ("binary", _STRING),
+    "topic": (_STRING,),
+    "tags": (_STRING,),
+    "keys": (_STRING, "array<string>"),
+    "properties": ("map<string,string>",),
+    "queueId": ("int", "smallint", "bigint"),
+    "shardingKey": (_STRING,),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    namesrv_addr: str
+    topic: str | None = None  # None: every row names its topic in the `topic` column
+    producer_group: str = DEFAULT_PRODUCER_GROUP
+    send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
+    retries: int = DEFAULT_RETRIES
+    batch_size: int = DEFAULT_BATCH_SIZE
+
+
+def parse_sink(options: Mapping[str, str]) -> SinkOptions:
+    """Check every option; ConfigError (a ValueError) says which one is wrong and why."""
+    lowered = lowered_options(options, KNOWN_SINK_OPTIONS)
+    namesrv = namesrv_option(lowered)
+    topic = lowered.get("topic")
+    if topic is not None:
+        topic = topic.strip()
+        try:
+            validate_send_topic(topic)
+        except ValidationError as exc:
+            raise ConfigError(f"option topic: {exc}") from None
+    group = lowered.get("producergroup", DEFAULT_PRODUCER_GROUP).strip()
+    try:
+        validate_group(group)
+    except ValidationError as exc:
+        raise ConfigError(f"option producerGroup: {exc}") from None
+    retries = int_option(lowered, "retries", minimum=0)
+    return SinkOptions(
+        namesrv_addr=namesrv,
+        topic=topic,
+        producer_group=group,
+        send_timeout_ms=int_option(lowered, "sendTimeoutMs", minimum=1) or DEFAULT_SEND_TIMEOUT_MS,
+        retries=DEFAULT_RETRIES if retries is None else retries,
+        batch_size=int_option(lowered, "batchSize", minimum=1) or DEFAULT_BATCH_SIZE,
+    )
+
+
+def _type_name(data_type: DataType) -> str:
+    if isinstance(data_type, BinaryType):
+        return "binary"
+    if isinstance(data_type, StringType):
+        return _STRING
+    if isinstance(data_type, IntegerType):
+        return "int"
+    if isinstance(data_type, ShortType):
+        return "smallint"
+    if isinstance(data_type, LongType):
+        return "bigint"
+    if isinstance(data_type, ArrayType) and isinstance(data_type.elementType, StringType):
+        return "array<string>"
+    if (
+        isinstance(data_type, MapType)
+        and isinstance(data_type.keyType, StringType)
+        and isinstance(data_type.valueType, StringType)
+    ):
+        return "map<string,string>"
+    return str(data_type.simpleString())
+
+
+def check_input(schema: StructType, options: SinkOptions) -> None:
+    """The written DataFrame's columns are ones the sink knows, of types it takes; ConfigError
+    naming what is wrong otherwise."""
+    names = list(schema.fieldNames())
+    unexpected = [n for n in names if n not in ACCEPTED_COLUMNS]
+    accepted = ", ".join(f"{n} ({' or '.join(t)})" for n, t in ACCEPTED_COLUMNS.items())
+    if unexpected:
+        raise ConfigError(
+            f"format rocketmq cannot write the column{'s' if len(unexpected) > 1 else ''} "
+            f"{', '.join(unexpected)}; it writes the columns {accepted}: select those"
+        )
+    if "body" not in names:
+        raise ConfigError(f"format rocketmq needs a body column to write; it writes the columns {accepted}")
+    if options.topic is None and "topic" not in names:
+        raise ConfigError("format rocketmq needs a topic to write to: set the option topic or give a topic column")
+    for field in schema.fields:
+        found, allowed = _type_name(field.dataType), ACCEPTED_COLUMNS[field.name]
+        if found not in allowed:
+            raise ConfigError(f"column {field.name} is {found}; format rocketmq writes it as {' or '.join(allowed)}")

@@ -1,0 +1,154 @@
+"""Turning the rows Spark hands the sink into producer batches, each bound for one destination.
+
+All of it is Arrow compute over a whole batch: no Python work per row. A row goes to the queue its
+`queueId` names (an index into the topic's writable queues, as a Java `MessageQueueSelector` picks
+`mqs.get(id)`), else to the queue its `shardingKey` hashes to (as the client's sharding-key
+selector, so one key keeps one queue), else round robin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rocketspark.errors import ValidationError
+from rocketspark.message.convert import producer_batch
+from rocketspark.message.hashing import java_string_hash_array
+from rocketspark.message.properties import SYSTEM_KEYS
+from rocketspark.message.queue import MessageQueue
+from rocketspark.spark.sink_options import SinkOptions
+
+_SYSTEM_KEYS = pa.array(sorted(SYSTEM_KEYS), pa.string())
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """Rows for one destination: a queue, or (queue None) the next queue round robin."""
+
+    topic: str
+    queue: MessageQueue | None
+    batch: pa.RecordBatch  # PRODUCER_SCHEMA
+
+
+@dataclass(frozen=True, slots=True)
+class RowPlace:
+    """Where a task's rows start, for errors that name a row as a person can find it."""
+
+    partition: int | None
+    first_row: int
+
+    def describe(self, index: int) -> str:
+        where = f" of partition {self.partition}" if self.partition is not None else ""
+        return f"row {self.first_row + index}{where}"
+
+
+def _first(mask: pa.Array) -> int:
+    return int(np.flatnonzero(mask.to_numpy(zero_copy_only=False))[0])
+
+
+def drop_system_properties(properties: pa.Array) -> pa.Array:
+    """The map column without RocketMQ's own keys (TAGS, KEYS, UNIQ_KEY, WAIT, DELAY, …): a producer
+    sets those from the message itself, and the source's `properties` column carries them."""
+    bounds = properties.offsets.to_numpy(zero_copy_only=False)  # of this (maybe sliced) array's rows
+    first, count = int(bounds[0]), int(bounds[-1] - bounds[0])
+    if not count:
+        return properties
+    keys, values = properties.keys.slice(first, count), properties.items.slice(first, count)
+    drop = pc.is_in(keys, value_set=_SYSTEM_KEYS)
+    if not pc.any(drop).as_py():
+        return properties
+    keep = pc.invert(drop)
+    sizes = np.diff(bounds)
+    rows = np.repeat(np.arange(len(properties)), sizes)[keep.to_numpy(zero_copy_only=False)]
+    offsets = np.zeros(len(properties) + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=len(properties)), out=offsets[1:])
+    return pa.MapArray.from_arrays(
+        pa.array(offsets), pc.filter(keys, keep), pc.filter(values, keep), mask=pc.is_null(properties)
+    )
+
+
+def _producer_rows(batch: pa.RecordBatch, place: RowPlace, max_body_size: int) -> pa.RecordBatch:
+    body = batch.column("body")
+    if body.null_count:
+        raise ValidationError(f"{place.describe(_first(pc.is_null(body)))} has a null body; a message needs one")
+    lengths = pc.binary_length(body)
+    if pc.min(lengths).as_py() == 0:
+        raise ValidationError(f"{place.describe(_first(pc.equal(lengths, 0)))} has an empty body; a message needs one")
+    if pc.max(lengths).as_py() > max_body_size:
+        index = _first(pc.greater(lengths, max_body_size))
+        raise ValidationError(
+            f"{place.describe(index)} has a body of {lengths[index].as_py():,} bytes, over the broker's maximum "
+            f"message size of {max_body_size:,} bytes"
+        )
+    columns = {"body": body}
+    for name in ("tags", "keys"):
+        if name in batch.schema.names:
+            column = batch.column(name)
+            columns[name] = pc.binary_join(column, " ") if pa.types.is_list(column.type) else column
+    if "properties" in batch.schema.names:
+        columns["properties"] = drop_system_properties(batch.column("properties"))
+    return producer_batch(pa.RecordBatch.from_pydict(columns))
+
+
+def _targets(batch: pa.RecordBatch, queue_counts: np.ndarray, place: RowPlace) -> np.ndarray:
+    """The index of each row's queue in its topic's writable queues (`queue_counts` of them); -1
+    for round robin."""
+    targets = np.full(batch.num_rows, -1, dtype=np.int64)
+    if "shardingKey" in batch.schema.names:
+        keys = batch.column("shardingKey")
+        keyed = pc.is_valid(keys).to_numpy(zero_copy_only=False)
+        targets[keyed] = np.abs(java_string_hash_array(keys)[keyed]) % queue_counts[keyed]
+    if "queueId" in batch.schema.names:
+        ids = batch.column("queueId")
+        chosen = pc.is_valid(ids).to_numpy(zero_copy_only=False)
+        values = pc.fill_null(ids, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        wrong = chosen & ((values < 0) | (values >= queue_counts))
+        if wrong.any():
+            index = int(np.flatnonzero(wrong)[0])
+            raise ValidationError(
+                f"{place.describe(index)} has queueId {values[index]}; its topic has {queue_counts[index]} "
+                f"writable queues (0..{queue_counts[index] - 1})"
+            )
+        targets[chosen] = values[chosen]
+    return targets
+
+
+def _chunks(topic: str, queue: MessageQueue | None, rows: pa.RecordBatch, size: int) -> list[Outgoing]:
+    return [Outgoing(topic, queue, rows.slice(start, size)) for start in range(0, rows.num_rows, size)]
+
+
+def split_batch(
+    batch: pa.RecordBatch,
+    options: SinkOptions,
+    place: RowPlace,
+    queues_of: Callable[[str], list[MessageQueue]],
+    max_body_size: int,
+) -> list[Outgoing]:
+    """The batch's rows as producer batches of at most `batchSize` rows, each for one destination,
+    in the rows' order within each destination."""
+    rows = _producer_rows(batch, place, max_body_size)
+    if options.topic is not None:
+        row_topics = {options.topic: np.arange(batch.num_rows)}
+    else:
+        column = batch.column("topic")
+        if column.null_count:
+            raise ValidationError(f"{place.describe(_first(pc.is_null(column)))} has a null topic")
+        names = column.to_numpy(zero_copy_only=False)
+        row_topics = {str(t): np.flatnonzero(names == t) for t in pc.unique(column).to_pylist()}
+    queues = {topic: queues_of(topic) for topic in row_topics}
+    counts = np.empty(batch.num_rows, dtype=np.int64)
+    for topic, indices in row_topics.items():
+        counts[indices] = len(queues[topic])
+    targets = _targets(batch, counts, place)
+    outgoing: list[Outgoing] = []
+    for topic, indices in row_topics.items():
+        for target in np.unique(targets[indices]):
+            mine = indices[targets[indices] == target]
+            chosen = rows if len(mine) == batch.num_rows else rows.take(pa.array(mine))
+            queue = queues[topic][int(target)] if target >= 0 else None
+            outgoing += _chunks(topic, queue, chosen, options.batch_size)
+    return outgoing

@@ -1,0 +1,144 @@
+"""Writing a task's rows on an executor: producer batches sent through one producer per process.
+
+Spark hands a task Arrow batches; each becomes producer batches for one destination each
+(:mod:`rocketspark.spark.sink_rows`), sent while the next batch is converted. Sends to one queue go
+one after another in the order of the rows (rows of one sharding key stay in order); the others go
+concurrently. A task returns only when every send is acknowledged, so Spark counts a task done only
+when the brokers hold its rows; a send that fails after the producer's retries fails the task, and
+Spark runs it again (at-least-once).
+
+The producer is started on first use and kept for the life of the Python worker: Spark ends workers
+with `os._exit`, so nothing here relies on an exit hook; the brokers expire producers that stop
+heartbeating, as RocketMQ's do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from rocketspark.client.api.send import SendResult
+from rocketspark.client.producer import AsyncProducer
+from rocketspark.client.sync import shared_loop
+from rocketspark.message.queue import MessageQueue
+from rocketspark.spark import cluster
+from rocketspark.spark.sink_options import SinkOptions
+from rocketspark.spark.sink_rows import Outgoing, RowPlace, split_batch
+
+log = logging.getLogger(__name__)
+
+#: Spark batches whose sends may be in flight while the next one is converted
+BATCHES_IN_FLIGHT = 4
+#: producer requests in flight at once per task
+REQUESTS_IN_FLIGHT = 8
+
+#: (topic, broker name, queue id) -> (messages, first queue offset, last queue offset)
+QueueTally = dict[tuple[str, str, int], tuple[int, int, int]]
+
+_producers: dict[tuple[str, str, int, int], AsyncProducer] = {}
+_lock = threading.Lock()
+
+
+def producer_for(options: SinkOptions) -> AsyncProducer:
+    """This process's producer for the sink's name servers, group and send settings."""
+    key = (options.namesrv_addr, options.producer_group, options.send_timeout_ms, options.retries)
+    with _lock:
+        producer = _producers.get(key)
+        if producer is None:
+            producer = AsyncProducer(
+                options.producer_group,
+                namesrv_addr=options.namesrv_addr,
+                send_timeout_ms=options.send_timeout_ms,
+                retry_times_when_send_failed=options.retries,
+            )
+            cluster.run(producer.start())
+            _producers[key] = producer
+        return producer
+
+
+def check_topic(options: SinkOptions) -> None:
+    """On the driver, before any task starts: the name servers answer, and the `topic` option names
+    a topic that exists or that the brokers create on the first send (TopicNotExistError if not)."""
+    if options.topic is not None:
+        cluster.run(producer_for(options).fetch_publish_queues(options.topic))
+
+
+@dataclass
+class Tally:
+    """What the brokers acknowledged to one task."""
+
+    queues: QueueTally = field(default_factory=dict)
+
+    def add(self, results: Iterable[SendResult]) -> None:
+        for result in results:
+            queue = result.message_queue
+            key = (queue.topic, queue.broker_name, queue.queue_id)
+            last = result.queue_offset + result.count - 1
+            count, first, end = self.queues.get(key, (0, result.queue_offset, last))
+            self.queues[key] = (count + result.count, min(first, result.queue_offset), max(end, last))
+
+
+class SendPipeline:
+    """The sends of one task, on the process's event loop."""
+
+    def __init__(self, producer: AsyncProducer) -> None:
+        self.producer = producer
+        self._tails: dict[MessageQueue, asyncio.Future[list[SendResult]]] = {}
+        self._slots: asyncio.Semaphore | None = None
+
+    async def send(self, outgoing: list[Outgoing]) -> list[SendResult]:
+        """Send every producer batch; sends to one queue start after the earlier ones to it ended.
+
+        Each call queues its sends before it first awaits, so calls submitted in order keep their
+        order per queue."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(REQUESTS_IN_FLIGHT)
+        sends = []
+        for item in outgoing:
+            previous = self._tails.get(item.queue) if item.queue is not None else None
+            task = asyncio.ensure_future(self._send_after(previous, item, self._slots))
+            if item.queue is not None:
+                self._tails[item.queue] = task
+            sends.append(task)
+        return [result for results in await asyncio.gather(*sends) for result in results]
+
+    async def _send_after(
+        self, previous: asyncio.Future[list[SendResult]] | None, item: Outgoing, slots: asyncio.Semaphore
+    ) -> list[SendResult]:
+        if previous is not None:
+            await previous  # raises its failure: the task fails either way
+        async with slots:
+            return await self.producer.send_arrow(item.batch, item.topic, queue=item.queue)
+
+
+def write_partition(
+    options: SinkOptions, batches: Iterator[pa.RecordBatch], partition: int | None
+) -> tuple[int, QueueTally]:
+    """Send every row of a task; returns the rows written and what each queue acknowledged."""
+    producer = producer_for(options)
+    pipeline = SendPipeline(producer)
+    tally = Tally()
+    in_flight: deque[Future[list[SendResult]]] = deque()
+    rows = 0
+
+    def queues_of(topic: str) -> list[MessageQueue]:
+        return cluster.run(producer.fetch_publish_queues(topic))
+
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        outgoing = split_batch(batch, options, RowPlace(partition, rows), queues_of, producer.max_message_size)
+        rows += batch.num_rows
+        in_flight.append(asyncio.run_coroutine_threadsafe(pipeline.send(outgoing), shared_loop().loop))
+        while len(in_flight) > BATCHES_IN_FLIGHT:
+            tally.add(in_flight.popleft().result())
+    while in_flight:
+        tally.add(in_flight.popleft().result())
+    return rows, tally.queues
