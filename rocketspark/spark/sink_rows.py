@@ -88,7 +88,9 @@ def _producer_rows(batch: pa.RecordBatch, place: RowPlace, max_body_size: int) -
     for name in ("tags", "keys"):
         if name in batch.schema.names:
             column = batch.column(name)
-            columns[name] = pc.binary_join(column, " ") if pa.types.is_list(column.type) else column
+            if pa.types.is_list(column.type):  # elements may be non-nullable, which binary_join refuses
+                column = pc.binary_join(column.cast(pa.list_(pa.string())), " ")
+            columns[name] = column
     if "properties" in batch.schema.names:
         columns["properties"] = drop_system_properties(batch.column("properties"))
     return producer_batch(pa.RecordBatch.from_pydict(columns))

@@ -83,11 +83,20 @@ def test_batch_write_keeps_bodies_tags_keys_and_properties(spark: SparkSession, 
     rows[5] = (rows[5][0], "paid", [], {"seq": "5", "TAGS": "ignored", "UNIQ_KEY": "ignored", "KEYS": "ignored"})
     frame = spark.createDataFrame(rows, "body binary, tags string, keys array<string>, properties map<string,string>")
     write(frame, two_brokers.namesrv_addr, topic="Described")
+    # an array Spark builds from non-null strings has non-nullable elements
+    built = spark.range(3).select(
+        F.col("id").cast("string").alias("body"), F.array(F.lit("k"), F.lit("j")).alias("keys")
+    )
+    write(built, two_brokers.namesrv_addr, topic="Described")
+    assert (
+        sorted(r.keys for r in read_topic(spark, two_brokers, "Described").filter(F.length("body") == 1).collect())
+        == ["k j"] * 3
+    )
     stored = {
         r.body: (r.tags, r.keys, r.properties)
         for r in read_topic(spark, two_brokers, "Described").select("body", "tags", "keys", "properties").collect()
     }
-    assert len(stored) == 40
+    assert len(stored) == 43
     for body, tags, keys, properties in rows:
         got_tags, got_keys, got_properties = stored[body]
         assert got_tags == tags and got_keys == (" ".join(keys) or None)
