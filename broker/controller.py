@@ -1,7 +1,8 @@
 """`BrokerController`: builds the managers, the store and the processors, and runs them.
 
 Like Apache RocketMQ's BrokerController, but only wiring: state lives in the managers and the
-store, request handling in the processors.
+store, request handling in the processors. Processors see the controller only through the narrow
+protocols of broker.context, each declaring the parts it reads.
 """
 
 from __future__ import annotations

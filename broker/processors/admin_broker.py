@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from broker.context import HasConfig, HasHold, HasStats, HasStore, HasStoreConfig, HasTopics
 from rocketspark import __version__
 from rocketspark.remoting.body.kv import KVTable
 from rocketspark.remoting.codes import CURRENT_VERSION, RequestCode
@@ -12,41 +13,42 @@ from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.settings import describe
 
-if TYPE_CHECKING:
-    from broker.controller import BrokerController
+
+class BrokerAdminContext(HasConfig, HasStoreConfig, HasTopics, HasStore, HasStats, HasHold, Protocol):
+    """What BrokerAdminProcessor reads of the broker."""
 
 
 class BrokerAdminProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, broker: BrokerAdminContext) -> None:
+        self.broker = broker
 
     def register(self, table: ProcessorTable) -> None:
         table.register(RequestCode.GET_BROKER_CONFIG, self.broker_config)
         table.register(RequestCode.GET_BROKER_RUNTIME_INFO, self.runtime_info)
 
     def broker_config(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        settings = describe(self.controller.config) | describe(self.controller.store_config)
+        settings = describe(self.broker.config) | describe(self.broker.store_config)
         body = "".join(f"{key}={value}\n" for key, value in sorted(settings.items()))
         response = request.response(body=body.encode())
-        response.ext_fields["version"] = self.controller.topics.data_version.to_json().decode()
+        response.ext_fields["version"] = self.broker.topics.data_version.to_json().decode()
         return response
 
     def runtime_info(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        controller = self.controller
-        store = controller.store
+        broker = self.broker
+        store = broker.store
         appender = store.appender
         table = {
             "brokerVersionDesc": f"rocketspark {__version__}",
             "brokerVersion": str(CURRENT_VERSION),
-            "bootTimestamp": str(controller.stats.boot_timestamp),
+            "bootTimestamp": str(broker.stats.boot_timestamp),
             "commitLogMinOffset": str(store.commit_log.min_offset),
             "commitLogMaxOffset": str(store.commit_log.max_offset),
             "commitLogSegments": str(len(store.commit_log.segments)),
             "flushDiskType": store.config.flush_disk_type.name,
             "groupCommitRounds": str(appender.rounds),
             "groupCommitFsyncs": str(appender.fsyncs),
-            "heldPullRequests": str(controller.hold.held_count),
-            "arrowEnable": "true" if controller.config.arrow_enable else "false",
+            "heldPullRequests": str(broker.hold.held_count),
+            "arrowEnable": "true" if broker.config.arrow_enable else "false",
         }
-        table.update(controller.stats.as_table())
+        table.update(broker.stats.as_table())
         return request.response(body=KVTable(table).to_json())

@@ -3,8 +3,9 @@ GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32), GET_CONSUME_STATS (208).""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from broker.context import HasConfig, HasConsumerOffsets, HasStore, HasTopics
 from rocketspark.message.queue import MessageQueue
 from rocketspark.remoting.body.stats import ConsumeStats, OffsetWrapper
 from rocketspark.remoting.codes import RequestCode
@@ -19,13 +20,14 @@ from rocketspark.remoting.headers.offset import (
 )
 from rocketspark.remoting.processor import ProcessorTable
 
-if TYPE_CHECKING:
-    from broker.controller import BrokerController
+
+class OffsetAdminContext(HasConfig, HasTopics, HasStore, HasConsumerOffsets, Protocol):
+    """What OffsetAdminProcessor reads of the broker."""
 
 
 class OffsetAdminProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, broker: OffsetAdminContext) -> None:
+        self.broker = broker
 
     def register(self, table: ProcessorTable) -> None:
         table.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.search_offset)
@@ -36,43 +38,43 @@ class OffsetAdminProcessor:
 
     def search_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(SearchOffsetRequestHeader)
-        offset = self.controller.store.offset_for_timestamp(header.topic, header.queue_id, header.timestamp)
+        offset = self.broker.store.offset_for_timestamp(header.topic, header.queue_id, header.timestamp)
         return request.response(header=OffsetResponseHeader(offset))
 
     def max_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(QueueRequestHeader)
         return request.response(
-            header=OffsetResponseHeader(self.controller.store.max_offset(header.topic, header.queue_id))
+            header=OffsetResponseHeader(self.broker.store.max_offset(header.topic, header.queue_id))
         )
 
     def min_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(QueueRequestHeader)
         return request.response(
-            header=OffsetResponseHeader(self.controller.store.min_offset(header.topic, header.queue_id))
+            header=OffsetResponseHeader(self.broker.store.min_offset(header.topic, header.queue_id))
         )
 
     def earliest_store_time(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(QueueRequestHeader)
-        timestamp = self.controller.store.earliest_store_time(header.topic, header.queue_id)
+        timestamp = self.broker.store.earliest_store_time(header.topic, header.queue_id)
         return request.response(header=TimestampResponseHeader(timestamp))
 
     def consume_stats(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(GetConsumeStatsRequestHeader)
-        controller = self.controller
-        offsets = controller.consumer_offsets
+        broker = self.broker
+        offsets = broker.consumer_offsets
         topics = [header.topic] if header.topic else offsets.topics_of_group(header.consumer_group)
         stats = ConsumeStats()
         for topic in topics:
-            config = controller.topics.get(topic)
+            config = broker.topics.get(topic)
             if config is None:
                 continue
             committed = offsets.offsets(header.consumer_group, topic)
             for queue_id in range(config.read_queue_nums):
                 consumer_offset = committed.get(queue_id, 0)
-                stats.offset_table[MessageQueue(topic, controller.config.broker_name, queue_id)] = OffsetWrapper(
-                    broker_offset=controller.store.max_offset(topic, queue_id),
+                stats.offset_table[MessageQueue(topic, broker.config.broker_name, queue_id)] = OffsetWrapper(
+                    broker_offset=broker.store.max_offset(topic, queue_id),
                     consumer_offset=consumer_offset,
                     pull_offset=consumer_offset,
-                    last_timestamp=controller.store.store_time_at(topic, queue_id, consumer_offset - 1),
+                    last_timestamp=broker.store.store_time_at(topic, queue_id, consumer_offset - 1),
                 )
         return request.response(body=stats.to_json())

@@ -4,8 +4,9 @@ GET_TOPIC_STATS_INFO (202), DELETE_TOPIC_IN_BROKER (215)."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from broker.context import HasConfig, HasConsumerOffsets, HasStore, HasTopics
 from rocketspark.errors import ValidationError
 from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import SYSTEM_TOPICS, validate_topic
@@ -18,15 +19,16 @@ from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.headers.admin import CreateTopicRequestHeader, TopicRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 
-if TYPE_CHECKING:
-    from broker.controller import BrokerController
-
 log = logging.getLogger(__name__)
 
 
+class TopicAdminContext(HasConfig, HasTopics, HasStore, HasConsumerOffsets, Protocol):
+    """What TopicAdminProcessor reads of the broker."""
+
+
 class TopicAdminProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, broker: TopicAdminContext) -> None:
+        self.broker = broker
 
     def register(self, table: ProcessorTable) -> None:
         table.register(RequestCode.UPDATE_AND_CREATE_TOPIC, self.create_topic)
@@ -37,8 +39,8 @@ class TopicAdminProcessor:
     def _check_user_topic(self, topic: str) -> None:
         validate_topic(topic)
         if topic in SYSTEM_TOPICS or topic in (
-            self.controller.config.broker_cluster_name,
-            self.controller.config.broker_name,
+            self.broker.config.broker_cluster_name,
+            self.broker.config.broker_name,
         ):
             raise ValidationError(f"the topic {topic} is reserved by the system", code=ResponseCode.INVALID_PARAMETER)
 
@@ -67,29 +69,29 @@ class TopicAdminProcessor:
             header.order,
             attributes,
         )
-        self.controller.topics.put(config)
+        self.broker.topics.put(config)
         log.info("topic %s created or updated by %s: %s", header.topic, connection.remote_address, config)
         return request.response()
 
     def all_topic_config(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        return request.response(body=self.controller.topics.wrapper().to_json())
+        return request.response(body=self.broker.topics.wrapper().to_json())
 
     def topic_stats(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(TopicRequestHeader)
-        config = self.controller.topics.get(header.topic)
+        config = self.broker.topics.get(header.topic)
         if config is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
         table = TopicStatsTable()
         for queue_id in range(config.write_queue_nums):
-            stats = self.controller.store.queue_stats(header.topic, queue_id)
-            queue = MessageQueue(header.topic, self.controller.config.broker_name, queue_id)
+            stats = self.broker.store.queue_stats(header.topic, queue_id)
+            queue = MessageQueue(header.topic, self.broker.config.broker_name, queue_id)
             table.offset_table[queue] = TopicOffset(stats.min_offset, stats.max_offset, stats.last_store_timestamp)
         return request.response(body=table.to_json())
 
     async def delete_topic(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(TopicRequestHeader)
         self._check_user_topic(header.topic)
-        self.controller.topics.delete(header.topic)
-        await self.controller.store.delete_topic(header.topic)
-        self.controller.consumer_offsets.delete_topic(header.topic)
+        self.broker.topics.delete(header.topic)
+        await self.broker.store.delete_topic(header.topic)
+        self.broker.consumer_offsets.delete_topic(header.topic)
         return request.response()

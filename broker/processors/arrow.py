@@ -7,11 +7,12 @@ pull is served by the pull processor.)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from broker.context import HasConfig, HasStats, HasStore, HasStoreConfig, HasTopics
 from broker.processors.send import resolve_send_queue
 from broker.store.results import PutStatus
 from rocketspark.errors import ValidationError
@@ -25,8 +26,9 @@ from rocketspark.remoting.extension import ExtensionCode
 from rocketspark.remoting.headers.send import ArrowSendResponseHeader, SendMessageRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 
-if TYPE_CHECKING:
-    from broker.controller import BrokerController
+
+class ArrowSendContext(HasConfig, HasStoreConfig, HasTopics, HasStore, HasStats, Protocol):
+    """What ArrowSendProcessor reads of the broker."""
 
 
 class ProducerBatch(NamedTuple):
@@ -85,18 +87,18 @@ def _check_bodies(bodies: pa.Array, max_message_size: int) -> None:
 
 
 class ArrowSendProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, broker: ArrowSendContext) -> None:
+        self.broker = broker
 
     def register(self, table: ProcessorTable) -> None:
-        if self.controller.config.arrow_enable:
+        if self.broker.config.arrow_enable:
             table.register(ExtensionCode.ARROW_SEND_MESSAGE, self.process)
 
     async def process(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(SendMessageRequestHeader)
-        _, queue_id = resolve_send_queue(self.controller, header, connection)
-        checked = read_producer_batch(request.body, self.controller.store_config.max_message_size)
-        result = await self.controller.store.put_arrow(
+        _, queue_id = resolve_send_queue(self.broker, header, connection)
+        checked = read_producer_batch(request.body, self.broker.store_config.max_message_size)
+        result = await self.broker.store.put_arrow(
             header.topic,
             queue_id,
             checked.batch,
@@ -104,7 +106,7 @@ class ArrowSendProcessor:
             born_timestamp=header.born_timestamp,
             born_host=connection.remote_address,
         )
-        stats = self.controller.stats
+        stats = self.broker.stats
         stats.arrow_send_requests += 1
         stats.arrow_send_messages += result.count
         code = ResponseCode.SUCCESS if result.status is PutStatus.PUT_OK else ResponseCode.FLUSH_DISK_TIMEOUT

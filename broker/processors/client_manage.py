@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from broker.client_channel import ClientChannelInfo
+from broker.context import HasConsumers, HasProducers, HasSubscriptionGroups, HasTopics
 from rocketspark.message.validation import validate_group
 from rocketspark.remoting.body.heartbeat import HeartbeatData, MessageModel
 from rocketspark.remoting.codes import RequestCode
@@ -15,15 +16,16 @@ from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.headers.client import UnregisterClientRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 
-if TYPE_CHECKING:
-    from broker.controller import BrokerController
-
 log = logging.getLogger(__name__)
 
 
+class ClientManageContext(HasTopics, HasSubscriptionGroups, HasConsumers, HasProducers, Protocol):
+    """What ClientManageProcessor reads of the broker."""
+
+
 class ClientManageProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, broker: ClientManageContext) -> None:
+        self.broker = broker
 
     def register(self, table: ProcessorTable) -> None:
         table.register(RequestCode.HEART_BEAT, self.heartbeat)
@@ -34,18 +36,18 @@ class ClientManageProcessor:
         groups = [c.group_name for c in data.consumer_data_set] + [p.group_name for p in data.producer_data_set]
         for group in groups:
             validate_group(group)  # a consumer group also names its %RETRY% topic
-        controller = self.controller
+        broker = self.broker
         channel = ClientChannelInfo(
             connection, data.client_id, request.language, request.version, int(time.time() * 1000)
         )
         for consumer in data.consumer_data_set:
-            group_config = controller.subscription_groups.find(consumer.group_name)
+            group_config = broker.subscription_groups.find(consumer.group_name)
             notify = True
             if group_config is not None:
                 notify = group_config.notify_consumer_ids_changed_enable
                 if consumer.message_model is MessageModel.CLUSTERING:
-                    controller.topics.create_retry_topic(consumer.group_name, group_config.retry_queue_nums)
-            controller.consumers.register(
+                    broker.topics.create_retry_topic(consumer.group_name, group_config.retry_queue_nums)
+            broker.consumers.register(
                 consumer.group_name,
                 channel,
                 consume_type=consumer.consume_type,
@@ -55,15 +57,15 @@ class ClientManageProcessor:
                 notify=notify,
             )
         for producer in data.producer_data_set:
-            controller.producers.register(producer.group_name, channel)
+            broker.producers.register(producer.group_name, channel)
         return request.response()
 
     def unregister(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(UnregisterClientRequestHeader)
         if header.producer_group:
-            self.controller.producers.unregister(header.producer_group, connection)
+            self.broker.producers.unregister(header.producer_group, connection)
         if header.consumer_group:
-            group_config = self.controller.subscription_groups.table.get(header.consumer_group)
+            group_config = self.broker.subscription_groups.table.get(header.consumer_group)
             notify = group_config.notify_consumer_ids_changed_enable if group_config else True
-            self.controller.consumers.unregister(header.consumer_group, connection, notify)
+            self.broker.consumers.unregister(header.consumer_group, connection, notify)
         return request.response()

@@ -3,8 +3,9 @@ GET_CONSUMER_LIST_BY_GROUP (38)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from broker.context import HasConsumerOffsets, HasConsumers, HasStore
 from rocketspark.remoting.body.consumer import ConsumerListBody
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
@@ -17,13 +18,14 @@ from rocketspark.remoting.headers.offset import (
 )
 from rocketspark.remoting.processor import ProcessorTable
 
-if TYPE_CHECKING:
-    from broker.controller import BrokerController
+
+class ConsumerManageContext(HasStore, HasConsumerOffsets, HasConsumers, Protocol):
+    """What ConsumerManageProcessor reads of the broker."""
 
 
 class ConsumerManageProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, broker: ConsumerManageContext) -> None:
+        self.broker = broker
 
     def register(self, table: ProcessorTable) -> None:
         table.register(RequestCode.QUERY_CONSUMER_OFFSET, self.query_offset)
@@ -32,7 +34,7 @@ class ConsumerManageProcessor:
 
     def query_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(QueryConsumerOffsetRequestHeader)
-        offset = self.controller.consumer_offsets.query(header.consumer_group, header.topic, header.queue_id)
+        offset = self.broker.consumer_offsets.query(header.consumer_group, header.topic, header.queue_id)
         if offset is not None:
             return request.response(header=OffsetResponseHeader(offset))
         if header.set_zero_if_not_found is False:
@@ -41,20 +43,18 @@ class ConsumerManageProcessor:
             )
         # Apache RocketMQ answers 0 for a new group while the queue still holds its first message,
         # so clients that start "from the last offset" still see what was sent before they started.
-        if self.controller.store.min_offset(header.topic, header.queue_id) <= 0:
+        if self.broker.store.min_offset(header.topic, header.queue_id) <= 0:
             return request.response(header=OffsetResponseHeader(0))
         return request.response(ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
 
     def update_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(UpdateConsumerOffsetRequestHeader)
-        self.controller.consumer_offsets.commit(
-            header.consumer_group, header.topic, header.queue_id, header.commit_offset
-        )
+        self.broker.consumer_offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         return request.response()
 
     def consumer_list(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(ConsumerGroupRequestHeader)
-        info = self.controller.consumers.groups.get(header.consumer_group)
+        info = self.broker.consumers.groups.get(header.consumer_group)
         if info is None or not info.channels:
             return request.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}")
         return request.response(body=ConsumerListBody(info.client_ids()).to_json())

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from broker.context import HasLocks
 from rocketspark.remoting.body.consumer import LockBatchRequestBody, LockBatchResponseBody
 from rocketspark.remoting.codes import RequestCode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.processor import ProcessorTable
 
-if TYPE_CHECKING:
-    from broker.controller import BrokerController
-
 
 class LockProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, broker: HasLocks) -> None:
+        self.broker = broker
 
     def register(self, table: ProcessorTable) -> None:
         table.register(RequestCode.LOCK_BATCH_MQ, self.lock)
@@ -24,10 +20,10 @@ class LockProcessor:
 
     def lock(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         body = LockBatchRequestBody.from_json(request.body)
-        locked = self.controller.locks.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
+        locked = self.broker.locks.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.response(body=LockBatchResponseBody(locked).to_json())
 
     def unlock(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         body = LockBatchRequestBody.from_json(request.body)
-        self.controller.locks.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
+        self.broker.locks.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.response()

@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pyarrow as pa
 
+from broker.context import (
+    HasAddress,
+    HasConfig,
+    HasConsumerOffsets,
+    HasConsumers,
+    HasHold,
+    HasStats,
+    HasStore,
+    HasSubscriptionGroups,
+    HasTopics,
+)
 from broker.store.results import GetResult, GetStatus
 from rocketspark.errors import ValidationError
 from rocketspark.message.codec import encode_records
@@ -28,10 +39,23 @@ from rocketspark.remoting.extension import ExtensionCode
 from rocketspark.remoting.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader
 from rocketspark.remoting.processor import ProcessorTable
 
-if TYPE_CHECKING:
-    from broker.controller import BrokerController
-
 log = logging.getLogger(__name__)
+
+
+class PullContext(
+    HasConfig,
+    HasAddress,
+    HasTopics,
+    HasSubscriptionGroups,
+    HasConsumerOffsets,
+    HasConsumers,
+    HasStore,
+    HasStats,
+    HasHold,
+    Protocol,
+):
+    """What PullMessageProcessor reads of the broker."""
+
 
 _STATUS_CODES = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
@@ -73,12 +97,12 @@ def arrow_stream(batches: list[pa.RecordBatch]) -> bytes:
 
 
 class PullMessageProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, broker: PullContext) -> None:
+        self.broker = broker
 
     def register(self, table: ProcessorTable) -> None:
         table.register(RequestCode.PULL_MESSAGE, self.pull_standard)
-        if self.controller.config.arrow_enable:
+        if self.broker.config.arrow_enable:
             table.register(ExtensionCode.ARROW_PULL_MESSAGE, self.pull_arrow)
 
     async def pull_standard(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -89,8 +113,8 @@ class PullMessageProcessor:
 
     async def _pull(self, request: RemotingCommand, encoding: Encoding) -> RemotingCommand:
         header = request.decode_header(PullMessageRequestHeader)
-        controller = self.controller
-        config = controller.config
+        broker = self.broker
+        config = broker.config
         refusal = self._check(request, header)
         if refusal is not None:
             return refusal
@@ -100,9 +124,7 @@ class PullMessageProcessor:
             code = exc.code if exc.code is not None else ResponseCode.SYSTEM_ERROR
             return request.response(code, str(exc), PullMessageResponseHeader(0, header.queue_offset, 0, 0))
         if header.commits_offset:
-            controller.consumer_offsets.commit(
-                header.consumer_group, header.topic, header.queue_id, header.commit_offset
-            )
+            broker.consumer_offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
 
         if encoding is Encoding.ARROW:
             max_messages = min(header.max_msg_nums, config.arrow_pull_max_messages)
@@ -115,7 +137,7 @@ class PullMessageProcessor:
             )
 
         async def fetch() -> GetResult:
-            return await controller.store.get_messages(
+            return await broker.store.get_messages(
                 header.topic,
                 header.queue_id,
                 header.queue_offset,
@@ -129,7 +151,7 @@ class PullMessageProcessor:
         code = response_code(result, header.queue_offset)
         if code == ResponseCode.PULL_NOT_FOUND and header.suspend:
             hold_ms = header.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_mills
-            await controller.hold.hold(header.topic, header.queue_id, header.queue_offset, codes, hold_ms / 1000)
+            await broker.hold.hold(header.topic, header.queue_id, header.queue_offset, codes, hold_ms / 1000)
             result = await fetch()
             code = response_code(result, header.queue_offset)
         body = b""
@@ -161,10 +183,10 @@ class PullMessageProcessor:
     def _encode(self, result: GetResult, encoding: Encoding) -> bytes:
         if encoding is Encoding.ARROW:
             return arrow_stream(result.batches)
-        return b"".join(encode_records(batch, self.controller.address) for batch in result.batches)
+        return b"".join(encode_records(batch, self.broker.address) for batch in result.batches)
 
     def _count(self, result: GetResult, encoding: Encoding) -> None:
-        stats = self.controller.stats
+        stats = self.broker.stats
         if encoding is Encoding.ARROW:
             stats.arrow_pull_requests += 1
             stats.arrow_pull_messages += result.message_count
@@ -173,13 +195,13 @@ class PullMessageProcessor:
             stats.standard_pull_messages += result.message_count
 
     def _check(self, request: RemotingCommand, header: PullMessageRequestHeader) -> RemotingCommand | None:
-        controller = self.controller
+        broker = self.broker
         no_messages = PullMessageResponseHeader(0, header.queue_offset, 0, 0)
         try:
             validate_group(header.consumer_group)  # before find() creates it (and its retry topic)
         except ValidationError as exc:
             return request.response(ResponseCode.INVALID_PARAMETER, f"consumerGroup: {exc}", no_messages)
-        group = controller.subscription_groups.find(header.consumer_group)
+        group = broker.subscription_groups.find(header.consumer_group)
         if group is None:
             return request.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -190,11 +212,11 @@ class PullMessageProcessor:
             return request.response(
                 ResponseCode.NO_PERMISSION, f"subscription group [{header.consumer_group}] may not consume", no_messages
             )
-        topic = controller.topics.get(header.topic)
+        topic = broker.topics.get(header.topic)
         if topic is None:
             return request.response(
                 ResponseCode.TOPIC_NOT_EXIST,
-                f"topic[{header.topic}] not exist on broker {controller.config.broker_name}, apply first please!",
+                f"topic[{header.topic}] not exist on broker {broker.config.broker_name}, apply first please!",
                 header=no_messages,
             )
         if not topic.perm & Perm.READ:
@@ -213,9 +235,9 @@ class PullMessageProcessor:
     def _subscription(self, header: PullMessageRequestHeader) -> SubscriptionData:
         if header.has_subscription:
             return build_subscription(header.topic, header.subscription, header.expression_type)
-        subscription = self.controller.consumers.subscription(header.consumer_group, header.topic)
+        subscription = self.broker.consumers.subscription(header.consumer_group, header.topic)
         if subscription is None:
-            known = header.consumer_group in self.controller.consumers.groups
+            known = header.consumer_group in self.broker.consumers.groups
             raise ValidationError(
                 "the consumer's subscription not exist" if known else "the consumer's group info not exist",
                 code=ResponseCode.SUBSCRIPTION_NOT_EXIST,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from broker.context import HasAddress, HasStore
 from rocketspark.message.codec import encode_records
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
@@ -15,15 +16,17 @@ from rocketspark.remoting.headers.admin import (
 )
 from rocketspark.remoting.processor import ProcessorTable
 
-if TYPE_CHECKING:
-    from broker.controller import BrokerController
+
+class QueryMessageContext(HasStore, HasAddress, Protocol):
+    """What QueryMessageProcessor reads of the broker."""
+
 
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 
 
 class QueryMessageProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, broker: QueryMessageContext) -> None:
+        self.broker = broker
 
     def register(self, table: ProcessorTable) -> None:
         table.register(RequestCode.QUERY_MESSAGE, self.query_message)
@@ -32,7 +35,7 @@ class QueryMessageProcessor:
     async def query_message(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(QueryMessageRequestHeader)
         unique = request.ext_fields.get(UNIQUE_KEY_QUERY, "false").lower() == "true"
-        store = self.controller.store
+        store = self.broker.store
         found = await store.query_by_key(
             header.topic,
             header.key,
@@ -46,13 +49,13 @@ class QueryMessageProcessor:
                 ResponseCode.QUERY_NOT_FOUND,
                 f"can not find message with key {header.key!r} in topic {header.topic}, maybe time range not correct",
             )
-        body = b"".join(encode_records(message, self.controller.address) for message in found)
+        body = b"".join(encode_records(message, self.broker.address) for message in found)
         last_ts = max(int(m.column("store_timestamp")[0].as_py()) for m in found)
         return request.response(header=QueryMessageResponseHeader(last_ts, store.commit_log.max_offset), body=body)
 
     async def view_message(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(ViewMessageRequestHeader)
-        message = await self.controller.store.message_at(header.offset)
+        message = await self.broker.store.message_at(header.offset)
         if message is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {header.offset}")
-        return request.response(body=encode_records(message, self.controller.address))
+        return request.response(body=encode_records(message, self.broker.address))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from broker.context import HasAddress, HasConfig, HasStats, HasStore, HasStoreConfig, HasTopics
 from broker.store.appender import StandardMessage
 from broker.store.results import PutResult, PutStatus
 from rocketspark.errors import ValidationError
@@ -27,14 +28,19 @@ from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.headers.send import SendMessageRequestHeader, SendMessageResponseHeader, decode_send_header
 from rocketspark.remoting.processor import ProcessorTable
 
-if TYPE_CHECKING:
-    from broker.controller import BrokerController
-
 log = logging.getLogger(__name__)
 
 
+class SendContext(HasConfig, HasStoreConfig, HasAddress, HasTopics, HasStore, HasStats, Protocol):
+    """What SendMessageProcessor reads of the broker."""
+
+
+class SendQueueContext(HasConfig, HasTopics, Protocol):
+    """What :func:`resolve_send_queue` reads of the broker (the Arrow send uses it too)."""
+
+
 def resolve_send_queue(
-    controller: BrokerController, header: SendMessageRequestHeader, connection: Connection
+    broker: SendQueueContext, header: SendMessageRequestHeader, connection: Connection
 ) -> tuple[TopicConfig, int]:
     """Check a send's header numbers and topic (creating it from TBW102 when allowed) and pick its queue.
 
@@ -45,10 +51,10 @@ def resolve_send_queue(
     validate_stored_int("sysFlag", header.sys_flag, 32)
     validate_stored_int("flag", header.flag, 32)
     validate_stored_int("reconsumeTimes", header.reconsume_times or 0, 32)
-    topic_config = controller.topics.create_in_send(header.topic, header.default_topic, header.default_topic_queue_nums)
+    topic_config = broker.topics.create_in_send(header.topic, header.default_topic, header.default_topic_queue_nums)
     if not topic_config.perm & Perm.WRITE:
         raise ValidationError(
-            f"the topic {header.topic} is not writable on broker {controller.config.broker_name}",
+            f"the topic {header.topic} is not writable on broker {broker.config.broker_name}",
             code=ResponseCode.NO_PERMISSION,
         )
     queue_id = header.queue_id
@@ -63,35 +69,33 @@ def resolve_send_queue(
     return topic_config, queue_id
 
 
-def check_message(
-    controller: BrokerController, body: bytes, encoded: str, properties: dict[str, str], sys_flag: int
-) -> None:
+def check_message(broker: SendContext, body: bytes, encoded: str, properties: dict[str, str], sys_flag: int) -> None:
     """Everything that could make storing the message fail, checked before it joins a group commit round."""
-    validate_body(body, controller.store_config.max_message_size)
+    validate_body(body, broker.store_config.max_message_size)
     validate_encoded_properties(encoded)
     validate_not_delayed(properties)
     if sysflag.transaction_type(sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE:
         raise ValidationError(
-            f"broker {controller.config.broker_name} does not accept transactional (prepared) messages",
+            f"broker {broker.config.broker_name} does not accept transactional (prepared) messages",
             code=ResponseCode.NO_PERMISSION,
         )
 
 
-def send_response(controller: BrokerController, request: RemotingCommand, result: PutResult) -> RemotingCommand:
-    msg_ids = ",".join(offset_msg_id(controller.address, o) for o in result.commit_log_offsets)
+def send_response(broker: SendContext, request: RemotingCommand, result: PutResult) -> RemotingCommand:
+    msg_ids = ",".join(offset_msg_id(broker.address, o) for o in result.commit_log_offsets)
     code = ResponseCode.SUCCESS if result.status is PutStatus.PUT_OK else ResponseCode.FLUSH_DISK_TIMEOUT
     response = request.response(
         code, header=SendMessageResponseHeader(msg_ids, result.queue_id, result.first_queue_offset)
     )
     # Java clients read these two without a null check
-    response.ext_fields[props.MSG_REGION] = controller.config.region_id
-    response.ext_fields[props.TRACE_SWITCH] = "true" if controller.config.trace_on else "false"
+    response.ext_fields[props.MSG_REGION] = broker.config.region_id
+    response.ext_fields[props.TRACE_SWITCH] = "true" if broker.config.trace_on else "false"
     return response
 
 
 class SendMessageProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    def __init__(self, broker: SendContext) -> None:
+        self.broker = broker
 
     def register(self, table: ProcessorTable) -> None:
         table.register(
@@ -100,14 +104,14 @@ class SendMessageProcessor:
 
     async def process(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_send_header(request)
-        _, queue_id = resolve_send_queue(self.controller, header, connection)
+        _, queue_id = resolve_send_queue(self.broker, header, connection)
         messages = self._messages(header, request, connection.remote_address)
         wait = all(m.wait_store_ok for m in messages)
-        result = await self.controller.store.put_messages(header.topic, queue_id, messages, wait_flush=wait)
-        stats = self.controller.stats
+        result = await self.broker.store.put_messages(header.topic, queue_id, messages, wait_flush=wait)
+        stats = self.broker.stats
         stats.standard_send_requests += 1
         stats.standard_send_messages += len(messages)
-        return send_response(self.controller, request, result)
+        return send_response(self.broker, request, result)
 
     def _messages(
         self, header: SendMessageRequestHeader, request: RemotingCommand, born_host: str
@@ -125,7 +129,7 @@ class SendMessageProcessor:
         messages = []
         for flag, body, encoded in raw:
             properties = props.decode_properties(encoded)
-            check_message(self.controller, body, encoded, properties, header.sys_flag)
+            check_message(self.broker, body, encoded, properties, header.sys_flag)
             messages.append(
                 StandardMessage(
                     body=body,
