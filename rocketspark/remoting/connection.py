@@ -10,19 +10,29 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeAlias, cast
 
 from rocketspark.errors import RocketMQError
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode
 from rocketspark.remoting.codes import ResponseCode, SerializeType, code_name
 from rocketspark.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
 from rocketspark.remoting.errors import ConnectionClosedError, ProtocolError, RemotingTimeoutError
-from rocketspark.remoting.processor import ProcessorTable
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TIMEOUT_S = 120.0
+
+#: what a request handler returns: the response, None for no response, or an awaitable of either
+HandlerResult: TypeAlias = RemotingCommand | Awaitable[RemotingCommand | None] | None
+#: a request handler: called with the connection the request came on and the request
+RequestHandler: TypeAlias = Callable[["Connection", RemotingCommand], HandlerResult]
+
+
+class HandlerLookup(Protocol):
+    """Where a connection finds the handler of each incoming request: a ProcessorTable."""
+
+    def get(self, code: int) -> RequestHandler | None: ...
 
 
 class Connection(asyncio.Protocol):
@@ -30,7 +40,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(
         self,
-        processors: ProcessorTable,
+        processors: HandlerLookup,
         *,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,

@@ -2,21 +2,15 @@
 
 A handler receives the connection the request came on and the request. It may answer
 synchronously (return the response, or None for no response) or return an awaitable that
-produces it; the synchronous form saves a task per request on hot paths.
+produces it; the synchronous form saves a task per request on hot paths. The handler types are
+declared next to `Connection`, which calls the handlers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Iterable
 
-from rocketspark.remoting.command import RemotingCommand
-
-if TYPE_CHECKING:
-    from rocketspark.remoting.connection import Connection
-
-HandlerResult: TypeAlias = RemotingCommand | Awaitable[RemotingCommand | None] | None
-RequestHandler: TypeAlias = Callable[["Connection", RemotingCommand], HandlerResult]
+from rocketspark.remoting.connection import RequestHandler
 
 
 class ProcessorTable:
