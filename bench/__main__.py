@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from bench import consume, ingest, latency, spark_source
+from bench import consume, ingest, latency, spark_sink, spark_source
 from bench.environment import describe
 from rocketspark.serving import run_event_loop
 
@@ -15,8 +15,15 @@ SCENARIOS = {
     "consume": (consume.main, "lite-pull consumer reading stored messages: standard records vs Arrow"),
     "latency": (latency.main, "send-to-receipt latency at 1,000 msg/s with long polling"),
     "spark-source": (spark_source.main, "Spark AvailableNow read into the noop sink vs an in-memory ceiling"),
+    "spark-sink": (spark_sink.main, "df.write of 128-byte bodies vs a discarding Python writer and Arrow ingest"),
 }
-DEFAULT_MESSAGES = {"ingest": 10_000_000, "consume": 2_000_000, "latency": 1_000_000, "spark-source": 4_000_000}
+DEFAULT_MESSAGES = {
+    "ingest": 10_000_000,
+    "consume": 2_000_000,
+    "latency": 1_000_000,
+    "spark-source": 4_000_000,
+    "spark-sink": 2_000_000,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
