@@ -36,8 +36,10 @@ log = logging.getLogger(__name__)
 
 #: Spark batches whose sends may be in flight while the next one is converted
 BATCHES_IN_FLIGHT = 4
-#: producer requests in flight at once per task
-REQUESTS_IN_FLIGHT = 8
+#: producer requests in flight at once per task: two overlap one request's encoding with the broker
+#: storing the other. More only queue up at the broker, which answers SYSTEM_BUSY to sends that waited
+#: there over 200 ms (waitTimeMillsInSendQueue); at 8 a 2-core machine's writes failed on it (bench/RESULTS.md)
+REQUESTS_IN_FLIGHT = 2
 
 #: (topic, broker name, queue id) -> (messages, first queue offset, last queue offset)
 QueueTally = dict[tuple[str, str, int], tuple[int, int, int]]
