@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from broker.context import HasAddress, HasStore
-from rocketspark.message.codec import encode_records
+from rocketspark.message.record_encoding import encode_records
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection

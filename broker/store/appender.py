@@ -29,7 +29,7 @@ from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.results import PutResult, PutStatus
 from rocketspark.aio import wait_until
 from rocketspark.errors import RocketMQError
-from rocketspark.message.convert import stored_batch_from_producer, stored_batch_from_rows
+from rocketspark.message.stored_batches import stored_batch_from_producer, stored_batch_from_rows
 from rocketspark.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from broker.store.index import INDEXED_COLUMNS, IndexService, index_entries
 from broker.store.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult
 from broker.store.retention import InFlightReads, Retention
-from rocketspark.message.convert import tag_codes
+from rocketspark.message.message_columns import tag_codes
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)

@@ -35,9 +35,10 @@ from rocketspark.errors import (
 from rocketspark.message import properties as props
 from rocketspark.message import sysflag
 from rocketspark.message.batch import encode_batch_body
-from rocketspark.message.convert import encode_properties_column, producer_batch
 from rocketspark.message.ids import UniqueIdGenerator
 from rocketspark.message.message import Message
+from rocketspark.message.producer_batches import producer_batch
+from rocketspark.message.property_columns import encode_properties_column
 from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import (
     AUTO_CREATE_TOPIC_KEY,

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from rocketspark.client.api.pull import PullStatus
 from rocketspark.client.puller import QueuePuller
 from rocketspark.errors import DataLossError, RocketMQError
-from rocketspark.message.convert import to_spark_batch
+from rocketspark.message.spark_batches import to_spark_batch
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.planning import QueueRange, RocketMQPartition

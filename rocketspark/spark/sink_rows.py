@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketspark.errors import ValidationError
-from rocketspark.message.convert import producer_batch
 from rocketspark.message.hashing import java_string_hash_array
+from rocketspark.message.producer_batches import producer_batch
 from rocketspark.message.properties import SYSTEM_KEYS
 from rocketspark.message.queue import MessageQueue
 from rocketspark.spark.sink_options import SinkOptions

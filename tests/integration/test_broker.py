@@ -23,10 +23,10 @@ from rocketspark.errors import (
     ServerSystemError,
     TopicNotExistError,
 )
-from rocketspark.message.codec import decode_records
-from rocketspark.message.convert import producer_batch
 from rocketspark.message.ids import decode_offset_msg_id
+from rocketspark.message.producer_batches import producer_batch
 from rocketspark.message.queue import MessageQueue
+from rocketspark.message.record_decoding import decode_records
 from rocketspark.message.schema import STORED_SCHEMA
 from rocketspark.message.sysflag import TRANSACTION_PREPARED_TYPE
 from rocketspark.processes import ServerProcess
