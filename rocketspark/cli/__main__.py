@@ -1,0 +1,5 @@
+import sys
+
+from rocketspark.cli import main
+
+sys.exit(main())

@@ -1,0 +1,185 @@
+"""`rocketspark consume`: follow a topic, from an offset or a time, as a table or JSON lines.
+
+It reads every queue of the topic (or one, `--queue`) with a lite-pull consumer in assign mode and
+commits nothing, so it never moves a group's progress. Tags are filtered on the client.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from typing import TYPE_CHECKING, Annotated
+
+import orjson
+import typer
+from rich.table import Table
+
+from rocketspark.cli.common import (
+    NamesrvOption,
+    body_text,
+    console,
+    err_console,
+    format_time,
+    message_record,
+    setup_logging,
+    split_namesrv,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rocketspark.client.sync import LitePullConsumer
+    from rocketspark.message.message import MessageExt
+    from rocketspark.message.queue import MessageQueue
+
+CONSUMER_GROUP = "rocketspark-cli-consumer"
+_RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+#: the widths of the table's columns, so that rows printed batch by batch line up
+_COLUMNS = (("queue", 12), ("offset", 8), ("stored", 23), ("tags", 12), ("keys", 16))
+
+
+def parse_offset(text: str) -> str | int:
+    """`earliest`, `latest` or an offset (int, 0 or more)."""
+    value = text.strip().lower()
+    if value in ("earliest", "latest"):
+        return value
+    if value.isdigit():
+        return int(value)
+    raise typer.BadParameter(f"{text!r} is not earliest, latest or an offset (0 or more)")
+
+
+def parse_since(text: str, now_ms: int | None = None) -> int:
+    """A time as epoch ms: a duration ago (`90s`, `10m`, `2h`, `1d`), ISO 8601, or epoch ms."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    value = text.strip()
+    if value.isdigit():
+        return int(value)
+    match = _RELATIVE.fullmatch(value)
+    if match:
+        return now - int(float(match.group(1)) * _UNITS_MS[match.group(2)])
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r} is not a time: use a duration ago (10m, 2h, 1d), ISO 8601 or epoch milliseconds"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # local time
+    return int(moment.timestamp() * 1000)
+
+
+def consume(
+    topic: Annotated[str, typer.Argument(help="topic to read")],
+    namesrv: NamesrvOption,
+    tags: Annotated[str, typer.Option("--tags", help="tag expression: '*' or 'A || B'")] = "*",
+    offset: Annotated[
+        str, typer.Option("--offset", help="where each queue starts: earliest, latest or an offset")
+    ] = "latest",
+    since: Annotated[
+        str | None, typer.Option("--since", help="start at this time: 10m, 2h, 1d ago, ISO 8601 or epoch ms")
+    ] = None,
+    queue: Annotated[int | None, typer.Option("--queue", min=0, help="read only this queue id")] = None,
+    max_messages: Annotated[int | None, typer.Option("--max", min=1, help="stop after this many messages")] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", min=0.1, help="stop when no message arrived for this many seconds")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line instead of table rows")] = False,
+) -> None:
+    """Print the topic's messages as they arrive, until Ctrl-C, --max or --timeout.
+
+    Starts at the end of each queue (--offset latest) unless told otherwise; --since starts at the
+    first message stored at or after the time.
+    """
+    from rocketspark.client.sync import LitePullConsumer  # noqa: PLC0415
+    from rocketspark.message.filter import parse_tag_expression  # noqa: PLC0415
+
+    split_namesrv(namesrv)
+    start = parse_offset(offset)
+    if since is not None and offset != "latest":
+        raise typer.BadParameter("give --offset or --since, not both", param_hint="'--since'")
+    since_ms = parse_since(since) if since is not None else None
+    try:
+        accepted = parse_tag_expression(tags)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--tags'") from None
+    setup_logging()
+    out = console()
+    count = 0
+    with LitePullConsumer(CONSUMER_GROUP, namesrv_addr=namesrv, auto_commit=False) as consumer:
+        queues = _position(consumer, topic, queue, start, since_ms)
+        err_console().print(
+            f"reading {len(queues)} queues of {topic} from {since or offset}; Ctrl-C stops", style="dim"
+        )
+        last_message = time.monotonic()
+        header = True
+        try:
+            while max_messages is None or count < max_messages:
+                wait_ms = 500 if timeout is None else max(1, min(500, int(timeout * 1000)))
+                polled = [m for m in consumer.poll(timeout_ms=wait_ms) if accepted is None or m.tags in accepted]
+                now = time.monotonic()
+                if polled:
+                    last_message = now
+                elif timeout is not None and now - last_message >= timeout:
+                    break
+                if max_messages is not None:
+                    polled = polled[: max_messages - count]
+                count += len(polled)
+                _print(out, polled, as_json, header)
+                header = header and not polled
+        except KeyboardInterrupt:
+            pass
+    err_console().print(f"{count} messages", style="dim")
+
+
+def _position(
+    consumer: LitePullConsumer, topic: str, queue_id: int | None, start: str | int, since_ms: int | None
+) -> list[MessageQueue]:
+    """Assign the topic's queues (or one) and move each to where reading starts."""
+    from rocketspark.cli.common import CliError  # noqa: PLC0415
+
+    queues = consumer.fetch_queues(topic)
+    if queue_id is not None:
+        queues = [q for q in queues if q.queue_id == queue_id]
+        if not queues:
+            raise CliError(f"topic {topic} has no queue {queue_id}")
+    consumer.assign(queues)
+    for q in queues:
+        if since_ms is not None:
+            consumer.seek(q, consumer.offset_for_timestamp(q, since_ms))
+        elif start == "earliest":
+            consumer.seek_to_begin(q)
+        elif start == "latest":
+            consumer.seek_to_end(q)
+        else:
+            assert isinstance(start, int)
+            consumer.seek(q, start)
+    return queues
+
+
+def _print(out: Console, messages: list[MessageExt], as_json: bool, header: bool) -> None:
+    if as_json:
+        for message in messages:
+            out.print(orjson.dumps(message_record(message)).decode(), soft_wrap=True)
+        return
+    if not messages:
+        return
+    table = Table(show_header=header, box=None, pad_edge=False)
+    for name, width in _COLUMNS:
+        table.add_column(name, width=width, no_wrap=True, overflow="ellipsis")
+    table.add_column("body", overflow="fold")
+    for m in messages:
+        table.add_row(
+            f"{m.broker_name}#{m.queue_id}",
+            str(m.queue_offset),
+            format_time(m.store_timestamp)[:23],
+            m.tags or "-",
+            m.keys or "-",
+            body_text(m.body),
+        )
+    out.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(consume)

@@ -1,0 +1,69 @@
+"""`rocketspark group progress`: a consumer group's committed offsets against the queues' ends."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from rocketspark.cli.common import Admin, CliError, NamesrvOption, console, run_admin
+
+if TYPE_CHECKING:
+    from rocketspark.message.queue import MessageQueue
+    from rocketspark.remoting.body.stats import OffsetWrapper
+
+group_app = typer.Typer(help="Consumer groups.", no_args_is_help=True)
+
+
+@group_app.command("progress")
+def progress(
+    group: Annotated[str, typer.Argument(help="consumer group")],
+    namesrv: NamesrvOption,
+    topic: Annotated[str | None, typer.Option("--topic", "-t", help="only this topic")] = None,
+) -> None:
+    """Per queue: the group's committed offset, the queue's max offset and the lag; a total line.
+
+    Without --topic, every topic the group has committed offsets for (on any broker).
+    """
+    from rocketspark.client.api.admin import get_consume_stats  # noqa: PLC0415
+    from rocketspark.client.routes import master_addresses  # noqa: PLC0415
+
+    async def work(admin: Admin) -> dict[MessageQueue, OffsetWrapper]:
+        brokers = master_addresses(await admin.route(topic)) if topic else await admin.masters()
+        stats = await asyncio.gather(
+            *(get_consume_stats(admin.client, address, group, topic) for address in brokers.values())
+        )
+        return {queue: offsets for s in stats for queue, offsets in s.offset_table.items()}
+
+    offsets = run_admin(namesrv, work)
+    if not offsets:
+        where = f" for topic {topic}" if topic else ""
+        raise CliError(f"group {group} has no committed offsets{where}")
+    table = Table("topic", "broker", "queue", "committed", "max offset", "lag", show_footer=True)
+    committed_total = max_total = lag_total = 0
+    for queue, wrapper in sorted(offsets.items()):
+        lag = max(0, wrapper.broker_offset - wrapper.consumer_offset)
+        committed_total += wrapper.consumer_offset
+        max_total += wrapper.broker_offset
+        lag_total += lag
+        table.add_row(
+            queue.topic,
+            queue.broker_name,
+            str(queue.queue_id),
+            str(wrapper.consumer_offset),
+            str(wrapper.broker_offset),
+            str(lag),
+        )
+    for column, footer in zip(
+        table.columns, ("total", "", "", str(committed_total), str(max_total), str(lag_total)), strict=True
+    ):
+        column.footer = footer
+    for column in table.columns[2:]:
+        column.justify = "right"
+    console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(group_app, name="group")

@@ -1,0 +1,68 @@
+"""`rocketspark dev`, `rocketspark namesrv`, `rocketspark broker`: the bundled servers.
+
+Each server has one set of flags, parsed by its own module (`rocketspark.dev`, `namesrv.startup`,
+`broker.startup`, with argparse): these commands hand their arguments, `--help` included, to that
+module's `main(argv)` unchanged, so `rocketspark broker --port 0` is `python -m broker --port 0`.
+The servers are imported only when one of these commands runs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+def dev(ctx: typer.Context) -> None:
+    """A name server and a broker in one process; prints their addresses and the data dir.
+
+    Flags: --host, --namesrv-port, --broker-port (0 picks a free port), --data-dir, --flush, --log-level
+    (`rocketspark dev --help` lists them). Stops on Ctrl-C or SIGTERM.
+    """
+    from rocketspark import dev as embedded  # noqa: PLC0415 - the servers load only when run
+
+    argv = list(ctx.args)
+    args = embedded.parse_args(argv)  # the flags' one parser; --help and bad flags end here
+    print(f"data dir: {args.data_dir.expanduser().resolve()}", flush=True)
+    raise typer.Exit(embedded.main(argv))
+
+
+def namesrv(ctx: typer.Context) -> None:
+    """Run a name server until Ctrl-C or SIGTERM (the flags of `python -m namesrv`: see --help)."""
+    from namesrv.startup import main as run  # noqa: PLC0415
+
+    raise typer.Exit(run(list(ctx.args)))
+
+
+def broker(ctx: typer.Context) -> None:
+    """Run a broker until Ctrl-C or SIGTERM (the flags of `python -m broker`: see --help)."""
+    from broker.startup import main as run  # noqa: PLC0415
+
+    raise typer.Exit(run(list(ctx.args)))
+
+
+def demo(
+    events: Annotated[int, typer.Option("--events", min=1, help="how many events the demo sends")] = 1_000_000,
+    keep: Annotated[bool, typer.Option("--keep", help="keep the servers and data after the demo")] = False,
+) -> None:
+    """Run the demo: servers, a producer and a Spark job (rocketspark.apps.demo)."""
+    import importlib  # noqa: PLC0415
+
+    try:
+        module = importlib.import_module("rocketspark.apps.demo")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("rocketspark.apps", "rocketspark.apps.demo"):
+            raise
+        from rocketspark.cli.common import CliError  # noqa: PLC0415
+
+        raise CliError("the demo is not available in this installation (no module rocketspark.apps.demo)") from None
+    code = module.run_demo(events=events, keep=keep)
+    raise typer.Exit(int(code or 0))
+
+
+def register(app: typer.Typer) -> None:
+    for command in (dev, namesrv, broker):
+        app.command(context_settings=PASS_THROUGH, add_help_option=False)(command)
+    app.command()(demo)
