@@ -130,7 +130,14 @@ def write_partition(
     in_flight: deque[Future[list[SendResult]]] = deque()
     rows = 0
 
+    refreshed: set[str] = set()
+
     def queues_of(topic: str) -> list[MessageQueue]:
+        if topic not in refreshed and producer.instance is not None:
+            # each task starts from the name servers' current route, not one a previous task left: a
+            # broker that crashed and came back (maybe on another address) is written to again at once
+            cluster.run(producer.instance.fetch_route(topic))
+            refreshed.add(topic)
         return cluster.run(producer.fetch_publish_queues(topic))
 
     for batch in batches:

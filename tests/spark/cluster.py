@@ -140,21 +140,25 @@ class SparkCluster:
 class Brokers:
     """A name server with broker-a and broker-b; broker-b can crash and come back with its data."""
 
-    def __init__(self, servers: ServerFactory, data_dir: Path) -> None:
+    def __init__(self, servers: ServerFactory, data_dir: Path, *extra: str) -> None:
+        """`extra`: flags both brokers start with (each time), such as `--set key=value`."""
         self.servers = servers
         self.b_dir = data_dir / "broker-b-data"
+        self.extra = extra
         namesrv = servers.namesrv()
         self.cluster = SparkCluster(
             namesrv,
             {
-                "broker-a": servers.broker(namesrv.address, broker_name="broker-a"),
-                "broker-b": servers.broker(namesrv.address, broker_name="broker-b", data_dir=self.b_dir),
+                "broker-a": servers.broker(namesrv.address, *extra, broker_name="broker-a"),
+                "broker-b": servers.broker(namesrv.address, *extra, broker_name="broker-b", data_dir=self.b_dir),
             },
         )
 
     def restart_b(self) -> ServerProcess:
         """broker-b again, on a new port, with the messages it had."""
-        broker = self.servers.broker(self.cluster.namesrv_addr, broker_name="broker-b", data_dir=self.b_dir)
+        broker = self.servers.broker(
+            self.cluster.namesrv_addr, *self.extra, broker_name="broker-b", data_dir=self.b_dir
+        )
         self.cluster.brokers["broker-b"] = broker
         return broker
 
