@@ -207,3 +207,8 @@ def message_record(message: MessageExt) -> dict[str, object]:
         "properties": {k: v for k, v in message.properties.items() if k not in SYSTEM_KEYS},
         "body": body_text(message.body),
     }
+
+
+def count(n: int, noun: str) -> str:
+    """`1 message`, `3 messages`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -19,6 +19,7 @@ from rocketspark.cli.common import (
     NamesrvOption,
     body_text,
     console,
+    count,
     err_console,
     format_time,
     message_record,
@@ -106,16 +107,16 @@ def consume(
         raise typer.BadParameter(str(exc), param_hint="'--tags'") from None
     setup_logging()
     out = console()
-    count = 0
+    received = 0
     with LitePullConsumer(CONSUMER_GROUP, namesrv_addr=namesrv, auto_commit=False) as consumer:
         queues = _position(consumer, topic, queue, start, since_ms)
         err_console().print(
-            f"reading {len(queues)} queues of {topic} from {since or offset}; Ctrl-C stops", style="dim"
+            f"reading {count(len(queues), 'queue')} of {topic} from {since or offset}; Ctrl-C stops", style="dim"
         )
         last_message = time.monotonic()
         header = True
         try:
-            while max_messages is None or count < max_messages:
+            while max_messages is None or received < max_messages:
                 wait_ms = 500 if timeout is None else max(1, min(500, int(timeout * 1000)))
                 polled = [m for m in consumer.poll(timeout_ms=wait_ms) if accepted is None or m.tags in accepted]
                 now = time.monotonic()
@@ -124,13 +125,13 @@ def consume(
                 elif timeout is not None and now - last_message >= timeout:
                     break
                 if max_messages is not None:
-                    polled = polled[: max_messages - count]
-                count += len(polled)
+                    polled = polled[: max_messages - received]
+                received += len(polled)
                 _print(out, polled, as_json, header)
                 header = header and not polled
         except KeyboardInterrupt:
             pass
-    err_console().print(f"{count} messages", style="dim")
+    err_console().print(count(received, "message"), style="dim")
 
 
 def _position(

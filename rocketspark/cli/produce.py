@@ -12,7 +12,7 @@ import orjson
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rocketspark.cli.common import CliError, NamesrvOption, console, err_console, setup_logging, split_namesrv
+from rocketspark.cli.common import CliError, NamesrvOption, console, count, err_console, setup_logging, split_namesrv
 
 if TYPE_CHECKING:
     from rocketspark.message.message import Message
@@ -65,13 +65,13 @@ def produce(
                 try:
                     producer.send_batch(messages)
                 except Exception as exc:
-                    raise CliError(f"{exc} (sent {sent} messages before)") from exc
+                    raise CliError(f"{exc} (sent {count(sent, 'message')} before)") from exc
                 sent += len(messages)
                 bar.update(task, advance=consumed if size is not None else len(messages), sent=sent)
     except KeyboardInterrupt:
-        console().print(f"interrupted: sent {sent} messages to {topic}")
+        console().print(f"interrupted: sent {count(sent, 'message')} to {topic}")
         raise typer.Exit(130) from None
-    console().print(f"sent {sent} messages to {topic}")
+    console().print(f"sent {count(sent, 'message')} to {topic}")
 
 
 def _open(file: Path) -> IO[bytes]:

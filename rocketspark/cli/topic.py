@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from rocketspark.cli.common import Admin, CliError, NamesrvOption, console, format_time, run_admin
+from rocketspark.cli.common import Admin, CliError, NamesrvOption, console, count, format_time, run_admin
 
 if TYPE_CHECKING:
     from rocketspark.remoting.body.route import TopicRouteData
@@ -46,7 +46,7 @@ def create(
 
     masters = run_admin(namesrv, work)
     for name, address in masters.items():
-        console().print(f"created topic {topic} with {queues} queues on {name} ({address})")
+        console().print(f"created topic {topic} with {count(queues, 'queue')} on {name} ({address})")
 
 
 async def _wait_routed(admin: Admin, topic: str, brokers: set[str]) -> None:
