@@ -5,8 +5,9 @@ As Java's DefaultMQProducer: a send that failed with a connection error or one o
 one deadline shared by every attempt; a send to a fixed queue (explicit, or by sharding key) is not.
 `SYSTEM_BUSY` is different: the broker refused without storing anything because it cannot keep up,
 so the send is tried again after an exponential backoff with jitter (as RocketMQ's clients back off
-when a broker asks for fewer requests), on another broker when there is one, on the same queue when the
-queue is fixed (order is kept: nothing was stored).
+when a broker asks for fewer requests), until the send's deadline rather than a number of times (a busy
+answer is a request to wait, not a failure), on another broker when there is one, on the same queue
+when the queue is fixed (order is kept: nothing was stored).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ async def send_with_retries(
     failures: list[str] = []
     avoid: str | None = None
     pause_s = BUSY_BACKOFF_S
-    for attempt_number in range(1 + retries):
+    retries_left = retries
+    while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise RemotingTimeoutError(_failed(topic, [*failures, "no time left"]))
@@ -77,16 +79,18 @@ async def send_with_retries(
             if code is not None and code not in RETRY_CODES:
                 raise
             failures.append(f"{target.broker_name}: {exc}")
-            busy = code == ResponseCode.SYSTEM_BUSY
-            if fixed_queue and not busy:
-                break
-            avoid = target.broker_name  # a fixed queue stays what it is
-            if code == ResponseCode.TOPIC_NOT_EXIST:
-                await refresh_route()
-            if busy and attempt_number < retries:
+            if code == ResponseCode.SYSTEM_BUSY:  # nothing stored: back off and try again until the deadline
+                avoid = None if fixed_queue else target.broker_name
                 jittered = pause_s * (0.5 + random.random() / 2)  # sends refused together do not return together
                 await asyncio.sleep(min(jittered, max(0.0, deadline - time.monotonic())))
                 pause_s = min(2 * pause_s, BUSY_BACKOFF_MAX_S)
+                continue
+            if fixed_queue or retries_left == 0:
+                break
+            retries_left -= 1
+            avoid = target.broker_name
+            if code == ResponseCode.TOPIC_NOT_EXIST:
+                await refresh_route()
     raise SendError(_failed(topic, failures))
 
 

@@ -23,7 +23,8 @@ from rocketspark.message.validation import validate_group, validate_send_topic
 from rocketspark.spark.option_values import int_option, lowered_options, namesrv_option
 
 DEFAULT_PRODUCER_GROUP = "spark-rocketmq-producer"
-DEFAULT_SEND_TIMEOUT_MS = 3_000
+#: longer than a producer's 3 s: a write waits out a busy broker rather than fail the task
+DEFAULT_SEND_TIMEOUT_MS = 30_000
 DEFAULT_RETRIES = 2
 DEFAULT_BATCH_SIZE = 4_096
 
