@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Sequence
 
 from rocketspark.message.hashing import java_string_hash
@@ -10,10 +11,13 @@ from rocketspark.message.queue import MessageQueue
 
 
 class RoundRobinSelector:
-    """Java's `TopicPublishInfo.selectOneMessageQueue`: the next queue, skipping `avoid_broker`."""
+    """Java's `TopicPublishInfo.selectOneMessageQueue`: the next queue, skipping `avoid_broker`.
+
+    Like Java's `ThreadLocalIndex`, it starts at a random index, so many short-lived producers (one
+    per Spark worker, say) do not all begin with the first broker's first queue."""
 
     def __init__(self) -> None:
-        self._counter = itertools.count()
+        self._counter = itertools.count(random.randrange(1 << 16))
 
     def select(self, queues: Sequence[MessageQueue], avoid_broker: str | None = None) -> MessageQueue:
         if not queues:
