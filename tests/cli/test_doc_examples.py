@@ -40,10 +40,11 @@ def examples() -> list[tuple[str, list[str]]]:
 def normalize(lines: list[str]) -> list[str]:
     result = []
     for line in lines:
+        text = line
         for pattern, replacement in NORMALIZE:
-            line = pattern.sub(replacement, line)
-        if line.strip():
-            result.append(line.strip())
+            text = pattern.sub(replacement, text)
+        if text.strip():
+            result.append(text.strip())
     return result
 
 
@@ -62,9 +63,10 @@ def test_doc_examples(cluster: str, tmp_path: Path) -> None:
     steps = examples()
     assert len(steps) >= 14, "docs/cli.md lost its examples"
     ids: dict[str, str] = {}  # message ids in the doc -> the ids of this run
-    for command, expected in steps:
-        if "group progress orders-app" in command:
+    for doc_command, expected in steps:
+        if "group progress orders-app" in doc_command:
             commit_offset(cluster, "orders-app", "Orders", 2)
+        command = doc_command
         for doc_id, real_id in ids.items():
             command = command.replace(doc_id, real_id)
         done = subprocess.run(
