@@ -11,14 +11,47 @@ The client library::
 `RocketMQError`.
 """
 
-from rocketspark.client.api.send import SendResult, SendStatus
-from rocketspark.client.lite_pull import AsyncLitePullConsumer
-from rocketspark.client.producer import AsyncProducer
-from rocketspark.client.sync import LitePullConsumer, Producer
-from rocketspark.errors import RocketMQError
-from rocketspark.message.message import Message, MessageExt
-from rocketspark.message.queue import MessageQueue
-from rocketspark.remoting.body.heartbeat import ConsumeFromWhere, MessageModel
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rocketspark.client.api.send import SendResult, SendStatus
+    from rocketspark.client.lite_pull import AsyncLitePullConsumer
+    from rocketspark.client.producer import AsyncProducer
+    from rocketspark.client.sync import LitePullConsumer, Producer
+    from rocketspark.errors import RocketMQError
+    from rocketspark.message.message import Message, MessageExt
+    from rocketspark.message.queue import MessageQueue
+    from rocketspark.remoting.body.heartbeat import ConsumeFromWhere, MessageModel
+
+#: where each public name lives; imported on first use, so `import rocketspark.cli` (and every Spark
+#: Python worker that looks data sources up) does not load the client, pyarrow and numpy up front
+_EXPORTS = {
+    "SendResult": "rocketspark.client.api.send",
+    "SendStatus": "rocketspark.client.api.send",
+    "AsyncLitePullConsumer": "rocketspark.client.lite_pull",
+    "AsyncProducer": "rocketspark.client.producer",
+    "LitePullConsumer": "rocketspark.client.sync",
+    "Producer": "rocketspark.client.sync",
+    "RocketMQError": "rocketspark.errors",
+    "Message": "rocketspark.message.message",
+    "MessageExt": "rocketspark.message.message",
+    "MessageQueue": "rocketspark.message.queue",
+    "ConsumeFromWhere": "rocketspark.remoting.body.heartbeat",
+    "MessageModel": "rocketspark.remoting.body.heartbeat",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rocketspark' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 
