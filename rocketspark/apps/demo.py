@@ -217,6 +217,10 @@ def summary(
     messages, minutes = (sent["messages"], sent["minutes"]) if sent else (0, 0)
     out.print(f"Topic {METRICS_TOPIC}: {messages:,} messages for {minutes:,} minutes (one per minute per batch)")
     out.print(f"Parquet output: {config.parquet} ({len(rows):,} rows, one per minute)")
+    return _report(match, caught_up, out)
+
+
+def _report(match: bool, caught_up: bool, out: Console) -> bool:
     if not match:
         out.print("[bold red]The totals do not match what was produced.[/]")
     if not caught_up:
@@ -291,8 +295,8 @@ def run_demo(events: int = 1_000_000, keep: bool = False) -> int:
             spark.stop()
             spark = None
             _wait_for_interrupt(servers, out)
-        elif not ok:
-            out.print(f"(files removed at exit; `--keep` keeps {workdir})")
+        else:
+            out.print(f"(removed at exit with the servers' data; --keep keeps {workdir})")
         return 0 if ok else 1
     finally:
         if spark is not None:
