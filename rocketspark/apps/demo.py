@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -31,7 +32,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rocketspark.apps import topic_metrics
+from rocketspark.apps import dev_child, topic_metrics
 from rocketspark.apps.clickstream import Totals, clickstream
 from rocketspark.apps.common import QueryRun, create_topic, group_lag, run_cli, setup_logging
 from rocketspark.processes import ServerProcess
@@ -72,8 +73,9 @@ def _progress(console: Console) -> Progress:
 
 
 def start_servers(workdir: Path) -> ServerProcess:
+    os.environ[dev_child.PARENT_ENV] = str(os.getpid())  # the servers stop when this process dies
     servers = ServerProcess(
-        "rocketspark.dev",
+        "rocketspark.apps.dev_child",
         ["--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(workdir / "data"), "--log-level", "WARNING"],
         workdir / "servers.log",
     )
