@@ -286,20 +286,3 @@ def run_cli(app: Any, argv: list[str] | None, prog: str) -> int:
         logging.getLogger(prog).exception("%s failed", prog)
         return 1
     return result if isinstance(result, int) else 0
-
-
-def planned_messages(options: dict[str, str]) -> int:
-    """The messages a batch read with these source options spans (offsets, before tag filters), as
-    the source plans it. A read that spans none is not run: the source plans no partition for it, and
-    Spark then hands its reader a partition of its own, which the source refuses."""
-    from rocketspark.spark import options as source_options  # noqa: PLC0415
-    from rocketspark.spark.positions import resolve  # noqa: PLC0415
-    from rocketspark.spark.queue_view import QueueView  # noqa: PLC0415
-
-    parsed = source_options.parse(options, streaming=False)
-    view = QueueView(parsed)
-    queues = view.queues(must_exist=True)
-    start = resolve(view, queues, parsed.starting, parsed.consumer_group)
-    end = resolve(view, queues, parsed.ending, parsed.consumer_group)
-    view.require_reachable("plan the batch read")
-    return sum(max(0, end[q] - start.get(q, end[q])) for q in end)

@@ -22,7 +22,6 @@ from rocketspark.apps.common import (
     format_ms,
     job_session,
     parse_time,
-    planned_messages,
     rocketmq_reader_options,
     run_cli,
     setup_logging,
@@ -69,8 +68,6 @@ def copied_origins(spark: SparkSession, config: ReplayConfig) -> DataFrame | Non
     if not topic_exists(config.namesrv, config.target):
         return None
     options = rocketmq_reader_options(config.namesrv, topic=config.target)
-    if planned_messages(options) == 0:
-        return None
     return (
         spark.read.format("rocketmq")
         .options(**options)
@@ -102,9 +99,6 @@ def run(spark: SparkSession, config: ReplayConfig) -> ReplayResult:
         startingTimestamp=config.start_ms,
         endingTimestamp=config.end_ms,
     )
-    if planned_messages(options) == 0:
-        log.info("%s stored no message in the range: nothing to copy", config.source)
-        return ReplayResult(in_range=0, already_copied=0, copied=0)
     messages = spark.read.format("rocketmq").options(**options).load()
     rows = messages.select(
         "body",

@@ -8,7 +8,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from rocketspark.spark.options import SourceOptions
-from rocketspark.spark.planning import RocketMQPartition, plan_partitions
+from rocketspark.spark.planning import plan_partitions
 from rocketspark.spark.positions import resolve
 from rocketspark.spark.queue_view import QueueView
 from rocketspark.spark.reading import read_partition
@@ -31,5 +31,4 @@ class RocketMQBatchReader(DataSourceReader):
         return plan_partitions(start, {q: max(end[q], start[q]) for q in queues}, self.options.num_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RocketMQPartition)
         return read_partition(self.options, partition)

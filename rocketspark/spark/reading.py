@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.datasource import InputPartition
 
 from rocketspark.client.api.pull import PullStatus
 from rocketspark.client.puller import QueuePuller
@@ -42,7 +43,11 @@ def puller_for(options: SourceOptions) -> QueuePuller:
     return puller
 
 
-def read_partition(options: SourceOptions, partition: RocketMQPartition) -> Iterator[pa.RecordBatch]:
+def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """The messages of a planned partition. When the plan has no partition (nothing to read), Spark
+    still runs one task with a partition of its own: it reads nothing."""
+    if not isinstance(partition, RocketMQPartition):
+        return
     puller = puller_for(options)
     for queue_range in partition.ranges:
         yield from read_range(puller, options, queue_range)

@@ -30,7 +30,7 @@ from rocketspark.message.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.options import Position, SourceOptions
-from rocketspark.spark.planning import RocketMQPartition, limit_ends, plan_partitions
+from rocketspark.spark.planning import limit_ends, plan_partitions
 from rocketspark.spark.positions import resolve
 from rocketspark.spark.queue_view import QueueView
 from rocketspark.spark.reading import read_partition
@@ -247,5 +247,4 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- executors -------------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RocketMQPartition)
         return read_partition(self.options, partition)

@@ -130,3 +130,11 @@ def test_replayed_batch_with_tags_gives_the_same_rows(
     assert len(replayed) == 1 and replayed[0][0] == replayed[0][1] and replayed[0][0]
     every = [m for batches in seen.values() for m in batches[0]]
     assert sorted(every) == sorted(r[4] for r in sent if r[5] == "A")
+
+
+def test_a_read_of_a_range_without_messages_is_empty(spark: SparkSession, two_brokers: SparkCluster) -> None:
+    two_brokers.create_topic("NothingHere")
+    reader = spark.read.format("rocketmq").option("nameserver", two_brokers.namesrv_addr).option("topic", "NothingHere")
+    assert reader.load().count() == 0  # no partition is planned: Spark hands the reader one of its own
+    two_brokers.produce("NothingHere", 8)
+    assert reader.option("startingOffsets", "latest").load().count() == 0
