@@ -1,4 +1,4 @@
-"""Every Python example of the docs runs against a real name server and broker."""
+"""Every Python example of the README and the docs runs against a real name server and broker."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 from rocketspark.processes import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ("client.md", "getting-started.md", "spark.md")
+DOCS = ("README.md", "docs/client.md", "docs/getting-started.md", "docs/spark.md")
 EXAMPLES = [
-    pytest.param(code, id=f"{name}-{i}")
+    pytest.param(code, id=f"{Path(name).name}-{i}")
     for name in DOCS
-    for i, code in enumerate(re.findall(r"```python\n(.*?)```", (ROOT / "docs" / name).read_text(), re.S))
+    for i, code in enumerate(re.findall(r"```python\n(.*?)```", (ROOT / name).read_text(), re.S))
 ]
 
 
