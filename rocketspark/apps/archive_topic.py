@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rocketspark.apps.common import QueryRun, await_query, job_session, rocketmq_reader_options, run_cli, setup_logging
+from rocketspark.apps.common import (
+    LogLevelOption,
+    MasterOption,
+    NamesrvOption,
+    QueryRun,
+    await_query,
+    job_session,
+    rocketmq_reader_options,
+    run_cli,
+    setup_logging,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -94,7 +104,7 @@ def command(
     topic: Annotated[str, typer.Option(envvar="ARCHIVE_TOPIC", help="the topic to export")],
     output: Annotated[str, typer.Option(envvar="ARCHIVE_OUTPUT", help="Parquet directory (partitioned by date)")],
     checkpoint: Annotated[str, typer.Option(envvar="ARCHIVE_CHECKPOINT", help="the query's checkpoint")],
-    namesrv: Annotated[str, typer.Option(envvar="NAMESRV_ADDR", help="name servers host:port[;host:port]")],
+    namesrv: NamesrvOption,
     group: Annotated[str, typer.Option(envvar="ARCHIVE_GROUP", help="consumer group")] = "archive_topic",
     starting_offsets: Annotated[
         str, typer.Option(envvar="ARCHIVE_STARTING_OFFSETS", help="where a new checkpoint starts")
@@ -103,10 +113,8 @@ def command(
         int | None, typer.Option(envvar="ARCHIVE_MAX_MESSAGES_PER_TRIGGER", min=1, help="cap per micro-batch")
     ] = None,
     timeout: Annotated[float, typer.Option(envvar="ARCHIVE_TIMEOUT_S", help="fail after this many seconds")] = 3600,
-    master: Annotated[
-        str | None, typer.Option(envvar="SPARK_MASTER", help="Spark master when not run by spark-submit")
-    ] = None,
-    log_level: Annotated[str, typer.Option(envvar="LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR")] = "INFO",
+    master: MasterOption = None,
+    log_level: LogLevelOption = "INFO",
 ) -> None:
     setup_logging(log_level)
     config = ArchiveConfig(

@@ -13,7 +13,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
 
 from rocketspark.logs import configure_logging
 
@@ -30,6 +32,14 @@ log = logging.getLogger(__name__)
 ADMIN_TIMEOUT_S = 30.0
 #: how often a running query's progress is looked at
 POLL_S = 0.25
+
+
+#: the flags every job takes alike
+NamesrvOption = Annotated[str, typer.Option(envvar="NAMESRV_ADDR", help="name servers host:port[;host:port]")]
+MasterOption = Annotated[
+    str | None, typer.Option(envvar="SPARK_MASTER", help="Spark master when not run by spark-submit")
+]
+LogLevelOption = Annotated[str, typer.Option(envvar="LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR")]
 
 
 class JobError(Exception):

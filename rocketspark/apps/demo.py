@@ -34,7 +34,7 @@ from rich.table import Table
 
 from rocketspark.apps import dev_child, topic_metrics
 from rocketspark.apps.clickstream import Totals, clickstream
-from rocketspark.apps.common import QueryRun, create_topic, group_lag, run_cli, setup_logging
+from rocketspark.apps.common import LogLevelOption, QueryRun, create_topic, group_lag, run_cli, setup_logging
 from rocketspark.processes import ServerProcess
 
 if TYPE_CHECKING:
@@ -316,7 +316,7 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 def command(
     events: Annotated[int, typer.Option("--events", min=1, help="how many events the demo sends")] = 1_000_000,
     keep: Annotated[bool, typer.Option("--keep", help="keep the servers running (until Ctrl-C) and the data")] = False,
-    log_level: Annotated[str, typer.Option(envvar="LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR")] = "WARNING",
+    log_level: LogLevelOption = "WARNING",
 ) -> int:
     setup_logging(log_level)
     return run_demo(events=events, keep=keep)

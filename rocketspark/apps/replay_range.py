@@ -19,6 +19,9 @@ import typer
 
 from rocketspark.apps.common import (
     JobError,
+    LogLevelOption,
+    MasterOption,
+    NamesrvOption,
     format_ms,
     job_session,
     parse_time,
@@ -146,15 +149,13 @@ def command(
         str, typer.Option(envvar="REPLAY_START", help="first store time: ISO 8601 (UTC if no zone) or ms")
     ],
     end: Annotated[str, typer.Option(envvar="REPLAY_END", help="end of the range (excluded), as --start")],
-    namesrv: Annotated[str, typer.Option(envvar="NAMESRV_ADDR", help="name servers host:port[;host:port]")],
+    namesrv: NamesrvOption,
     tags: Annotated[str, typer.Option(envvar="REPLAY_TAGS", help="only these tags: '*' or 'a || b'")] = "*",
     dedupe: Annotated[
         bool, typer.Option("--dedupe/--no-dedupe", envvar="REPLAY_DEDUPE", help="skip messages already copied")
     ] = True,
-    master: Annotated[
-        str | None, typer.Option(envvar="SPARK_MASTER", help="Spark master when not run by spark-submit")
-    ] = None,
-    log_level: Annotated[str, typer.Option(envvar="LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR")] = "INFO",
+    master: MasterOption = None,
+    log_level: LogLevelOption = "INFO",
 ) -> None:
     setup_logging(log_level)
     try:

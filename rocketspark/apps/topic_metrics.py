@@ -21,6 +21,9 @@ import typer
 
 from rocketspark.apps.clickstream import EVENT_SCHEMA
 from rocketspark.apps.common import (
+    LogLevelOption,
+    MasterOption,
+    NamesrvOption,
     QueryRun,
     await_query,
     job_session,
@@ -171,7 +174,7 @@ def command(
     topic: Annotated[str, typer.Option(envvar="METRICS_TOPIC", help="the clickstream topic")],
     parquet: Annotated[str, typer.Option(envvar="METRICS_PARQUET", help="Parquet output directory")],
     checkpoint: Annotated[str, typer.Option(envvar="METRICS_CHECKPOINT", help="the query's checkpoint")],
-    namesrv: Annotated[str, typer.Option(envvar="NAMESRV_ADDR", help="name servers host:port[;host:port]")],
+    namesrv: NamesrvOption,
     output_topic: Annotated[
         str | None, typer.Option(envvar="METRICS_OUTPUT_TOPIC", help="also send each window here")
     ] = None,
@@ -184,10 +187,8 @@ def command(
         int | None, typer.Option(envvar="METRICS_MAX_MESSAGES_PER_TRIGGER", min=1, help="cap per micro-batch")
     ] = None,
     timeout: Annotated[float, typer.Option(envvar="METRICS_TIMEOUT_S", help="fail after this many seconds")] = 3600,
-    master: Annotated[
-        str | None, typer.Option(envvar="SPARK_MASTER", help="Spark master when not run by spark-submit")
-    ] = None,
-    log_level: Annotated[str, typer.Option(envvar="LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR")] = "INFO",
+    master: MasterOption = None,
+    log_level: LogLevelOption = "INFO",
 ) -> None:
     setup_logging(log_level)
     config = MetricsConfig(
