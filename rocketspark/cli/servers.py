@@ -48,18 +48,9 @@ def demo(
     keep: Annotated[bool, typer.Option("--keep", help="keep the servers and data after the demo")] = False,
 ) -> None:
     """Run the demo: servers, a producer and a Spark job (rocketspark.apps.demo)."""
-    import importlib  # noqa: PLC0415
+    from rocketspark.apps.demo import run_demo  # noqa: PLC0415 - it loads Spark: only when asked for
 
-    try:
-        module = importlib.import_module("rocketspark.apps.demo")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("rocketspark.apps", "rocketspark.apps.demo"):
-            raise
-        from rocketspark.cli.common import CliError  # noqa: PLC0415
-
-        raise CliError("the demo is not available in this installation (no module rocketspark.apps.demo)") from None
-    code = module.run_demo(events=events, keep=keep)
-    raise typer.Exit(int(code or 0))
+    raise typer.Exit(run_demo(events=events, keep=keep))
 
 
 def register(app: typer.Typer) -> None:

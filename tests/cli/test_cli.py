@@ -252,17 +252,6 @@ def test_debug_adds_traceback(cluster: str) -> None:
     assert "DEBUG" in debug.err  # library logs below ERROR
 
 
-def test_demo_without_its_module(capsys: pytest.CaptureFixture[str]) -> None:
-    try:
-        import rocketspark.apps.demo  # noqa: F401
-    except ModuleNotFoundError:
-        pass
-    else:
-        pytest.skip("rocketspark.apps.demo exists: its own tests run it")
-    code, _, err = cli(capsys, "demo", "--events", "10")
-    assert code == 1 and "rocketspark.apps.demo" in one_error_line(err)
-
-
 def test_import_is_light() -> None:
     modules = "('pyspark', 'broker', 'namesrv')"
     code = f"import sys, rocketspark.cli.app; print(sorted(m for m in {modules} if m in sys.modules))"
