@@ -110,9 +110,12 @@ class ArrowSendProcessor:
         stats.arrow_send_requests += 1
         stats.arrow_send_messages += result.count
         code = ResponseCode.SUCCESS if result.status is PutStatus.PUT_OK else ResponseCode.FLUSH_DISK_TIMEOUT
-        return request.response(
+        response = request.response(
             code,
             header=ArrowSendResponseHeader(
                 result.queue_id, result.first_queue_offset, result.count, result.first_commit_log_offset
             ),
         )
+        # rows not stored again: their UNIQ_KEY was stored within duplicateWindowSeconds
+        response.ext_fields["duplicateCount"] = str(result.duplicates)
+        return response

@@ -20,12 +20,15 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from itertools import repeat
 
+import numpy as np
 import pyarrow as pa
 
 from broker.store import record
 from broker.store.commitlog import CommitLog, Placement, Segment
 from broker.store.config import FlushDiskType, StoreConfig
+from broker.store.dedup import DuplicateWindow, StoredAt, deduplicated_topic, key_hashes
 from broker.store.results import PutResult, PutStatus
 from rocketspark.aio import wait_until
 from rocketspark.errors import RocketMQError
@@ -68,6 +71,12 @@ class AppendRequest:
     enqueued_at: float = field(default=0.0, init=False)  # event loop time
     first_queue_offset: int = field(default=0, init=False)
     first_commit_log_offset: int = field(default=0, init=False)
+    # duplicate detection, set once when the request first joins a round
+    deduplicated: bool = field(default=False, init=False)
+    kept: np.ndarray | None = field(default=None, init=False)  # rows of the send stored (None: all)
+    duplicate_of: dict[int, StoredAt | tuple[AppendRequest, int]] = field(default_factory=dict, init=False)
+    new_hashes: np.ndarray | None = field(default=None, init=False)  # key hashes of stored rows with a key
+    new_rows: np.ndarray | None = field(default=None, init=False)  # their rows among the stored ones
 
     @property
     def count(self) -> int:
@@ -86,7 +95,7 @@ class AppendRequest:
 
 @dataclass(slots=True)
 class Round:
-    placement: Placement
+    placement: Placement | None  # None: the round's sends were all duplicates, nothing is written
     requests: list[AppendRequest]
     store_timestamp: int
     sync: bool
@@ -107,6 +116,7 @@ class CommitLogAppender:
         next_queue_offset: Callable[[str, int], int],
         on_stored: Callable[[Placement, int, pa.RecordBatch, bool], None],
         on_synced: Callable[[int], None],
+        window: DuplicateWindow | None = None,
     ) -> None:
         self._commit_log = commit_log
         self._config = config
@@ -115,6 +125,7 @@ class CommitLogAppender:
         self._next_queue_offset = next_queue_offset
         self._on_stored = on_stored
         self._on_synced = on_synced
+        self._window = window
         self._pending: deque[AppendRequest] = deque()
         self._pending_bytes = 0
         self._expiry: asyncio.TimerHandle | None = None
@@ -235,6 +246,10 @@ class CommitLogAppender:
         self, requests: list[AppendRequest]
     ) -> tuple[Round, pa.RecordBatch, int, PutStatus]:
         """Place, build, write (and fsync) a round; nothing of it is visible yet."""
+        store_timestamp = int(time.time() * 1000)
+        self._deduplicate(requests, store_timestamp)
+        if not any(r.count for r in requests):  # duplicates only: nothing to write
+            return Round(None, requests, store_timestamp, False), pa.record_batch({}), 0, PutStatus.PUT_OK
         placement = self._commit_log.reserve()
         next_offsets: dict[tuple[str, int], int] = {}
         row = 0
@@ -248,7 +263,7 @@ class CommitLogAppender:
             request.first_commit_log_offset = placement.position + row
             row += request.count
         sync = self._config.flush_disk_type is FlushDiskType.SYNC_FLUSH and any(r.wait_flush for r in requests)
-        current = Round(placement, requests, int(time.time() * 1000), sync)
+        current = Round(placement, requests, store_timestamp, sync)
         earlier = self._commit_log.take_unflushed() if sync else []
         if sync:
             current.to_sync = [*(s for s in earlier if s is not placement.segment), placement.segment]
@@ -268,25 +283,90 @@ class CommitLogAppender:
     def _complete(self, current: Round, batch: pa.RecordBatch, length: int, status: PutStatus) -> None:
         """Make a written round visible and answer its sends."""
         placement = current.placement
-        self.rounds += 1
-        if current.sync:
-            self.fsyncs += 1
-            self._on_synced(placement.position + length)
-        self._on_stored(placement, length, batch, current.sync)
+        if placement is not None:
+            self.rounds += 1
+            if current.sync:
+                self.fsyncs += 1
+                self._on_synced(placement.position + length)
+            self._on_stored(placement, length, batch, current.sync)
+            self._remember(current)
         for request in current.requests:
             if not request.future.done():
-                request.future.set_result(
-                    PutResult(
-                        status,
-                        request.queue_id,
-                        request.first_queue_offset,
-                        request.count,
-                        request.first_commit_log_offset,
-                    )
-                )
+                request.future.set_result(_put_result(request, status))
+
+    def _deduplicate(self, requests: list[AppendRequest], now_ms: int) -> None:
+        """Drop the rows whose UNIQ_KEY was stored within the window, or earlier in this round.
+
+        Runs in the writer's round, so two sends of one key in the same round are caught too.
+        """
+        window = self._window
+        if window is None or not window.enabled:
+            return
+        in_round: dict[int, tuple[AppendRequest, int]] = {}  # key hash -> (request, row of the send)
+        for request in requests:
+            if request.deduplicated or not deduplicated_topic(request.topic):
+                continue
+            request.deduplicated = True
+            if request.messages is not None:
+                keys = pa.array([m.uniq_key for m in request.messages], pa.string())
+            else:
+                assert request.arrow is not None
+                keys = request.arrow.column("uniq_key")
+            hashes, present = key_hashes(request.topic, keys)
+            if not present.any():
+                continue
+            rows = np.flatnonzero(present)
+            hashes = hashes[rows]
+            unique, first = np.unique(hashes, return_index=True)
+            duplicate = np.ones(len(hashes), dtype=bool)
+            duplicate[first] = False  # a key's later rows in the same send
+            stored = window.lookup(unique, now_ms)
+            earlier = in_round.keys() & set(unique.tolist()) if in_round else set()
+            if stored or earlier:
+                duplicate |= np.isin(hashes, np.fromiter([*stored, *earlier], np.uint64))
+            if duplicate.any():
+                first_row = dict(zip(unique.tolist(), rows[first].tolist(), strict=True))
+                for row, key in zip(rows[duplicate].tolist(), hashes[duplicate].tolist(), strict=True):
+                    if key in stored:
+                        request.duplicate_of[row] = stored[key]
+                    elif key in earlier:
+                        request.duplicate_of[row] = in_round[key]
+                    else:
+                        request.duplicate_of[row] = (request, first_row[key])
+                keep = np.ones(request.count, dtype=bool)
+                keep[rows[duplicate]] = False
+                request.kept = np.flatnonzero(keep)
+                if request.messages is not None:
+                    request.messages = [request.messages[i] for i in request.kept.tolist()]
+                else:
+                    assert request.arrow is not None
+                    mask = pa.array(keep)
+                    request.arrow = request.arrow.filter(mask)
+                    if request.arrow_properties is not None:
+                        request.arrow_properties = request.arrow_properties.filter(mask)
+            new = ~duplicate
+            new_rows = rows[new]
+            request.new_hashes = hashes[new]
+            request.new_rows = new_rows if request.kept is None else np.searchsorted(request.kept, new_rows)
+            in_round.update(zip(request.new_hashes.tolist(), zip(repeat(request), new_rows.tolist()), strict=False))
+
+    def _remember(self, current: Round) -> None:
+        """Add the keys a written round stored to the duplicate window."""
+        window = self._window
+        keyed = [r for r in current.requests if r.new_hashes is not None and len(r.new_hashes)]
+        if window is None or not keyed:
+            return
+        window.add(
+            current.store_timestamp,
+            np.concatenate([r.new_hashes for r in keyed]),
+            np.concatenate([np.full(len(r.new_hashes), r.queue_id, np.int64) for r in keyed]),  # type: ignore[arg-type]
+            np.concatenate([r.first_queue_offset + r.new_rows for r in keyed]),  # type: ignore[operator]
+            np.concatenate([r.first_commit_log_offset + r.new_rows for r in keyed]),  # type: ignore[operator]
+        )
 
     def _build_and_write(self, current: Round) -> tuple[pa.RecordBatch, int]:
         """Build the round's stored batch and write it (I/O thread)."""
+        assert current.placement is not None
         batch = self._build(current)
         header, payload = record.encode(batch)
         CommitLog.write(current.placement, header, payload)
@@ -298,6 +378,8 @@ class CommitLogAppender:
         pieces: list[pa.RecordBatch] = []
         run: list[AppendRequest] = []
         for request in current.requests:
+            if not request.count:  # duplicates only
+                continue
             if request.messages is not None:
                 run.append(request)
                 continue
@@ -359,6 +441,36 @@ class CommitLogAppender:
         for request in requests:
             if not request.future.done():
                 request.future.set_exception(exc)
+
+
+def _position(request: AppendRequest, row: int) -> StoredAt:
+    """Where row `row` of a send placed in this round went."""
+    index = row if request.kept is None else int(np.searchsorted(request.kept, row))
+    return StoredAt(request.queue_id, request.first_queue_offset + index, request.first_commit_log_offset + index)
+
+
+def _put_result(request: AppendRequest, status: PutStatus) -> PutResult:
+    if not request.duplicate_of:
+        return PutResult(
+            status, request.queue_id, request.first_queue_offset, request.count, request.first_commit_log_offset
+        )
+    duplicates = {
+        row: where if isinstance(where, StoredAt) else _position(*where) for row, where in request.duplicate_of.items()
+    }
+    row_offsets = None
+    if request.messages is not None:
+        total = request.count + len(duplicates)
+        row_offsets = tuple(
+            duplicates[row].commit_log_offset if row in duplicates else _position(request, row).commit_log_offset
+            for row in range(total)
+        )
+    if request.count:
+        first = StoredAt(request.queue_id, request.first_queue_offset, request.first_commit_log_offset)
+    else:
+        first = duplicates[0]
+    return PutResult(
+        status, first.queue_id, first.queue_offset, request.count, first.commit_log_offset, len(duplicates), row_offsets
+    )
 
 
 def _busy(reason: str, *, timeout: bool = False) -> RocketMQError:

@@ -43,6 +43,10 @@ class StoreConfig:
     wait_time_mills_in_send_queue: int = 200
     send_thread_pool_queue_capacity: int = 10_000
     send_queue_max_bytes: int = 128 * 1024 * 1024
+    # duplicate detection: a send to a user topic whose UNIQ_KEY was stored within this many
+    # seconds is not stored again (0 turns it off); at most this many keys are remembered
+    duplicate_window_seconds: int = 600
+    duplicate_window_max_keys: int = 1_000_000
 
     def __post_init__(self) -> None:
         require_positive(
@@ -60,7 +64,10 @@ class StoreConfig:
             "wait_time_mills_in_send_queue",
             "send_thread_pool_queue_capacity",
             "send_queue_max_bytes",
+            "duplicate_window_max_keys",
         )
+        if self.duplicate_window_seconds < 0:
+            raise ValueError(f"duplicateWindowSeconds must be 0 (off) or positive, got {self.duplicate_window_seconds}")
         self.delete_hours()  # validates
 
     def delete_hours(self) -> frozenset[int] | None:

@@ -23,6 +23,7 @@ from broker.store.checkpoint import Checkpoint
 from broker.store.commitlog import CommitLog, Placement
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.consume_queue import CQ_ENTRY, ConsumeQueue
+from broker.store.dedup import DuplicateWindow
 from broker.store.index import INDEXED_COLUMNS, IndexService, index_entries
 from broker.store.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult
@@ -66,6 +67,7 @@ class MessageStore:
         self._unindexed: list[tuple[int, pa.RecordBatch]] = []
         self._unindexed_rows = 0
         self._commit_log_flushed = 0
+        self.duplicates = DuplicateWindow(config.duplicate_window_seconds, config.duplicate_window_max_keys)
         self.appender = CommitLogAppender(
             self.commit_log,
             config=config,
@@ -74,6 +76,7 @@ class MessageStore:
             next_queue_offset=self._next_queue_offset,
             on_stored=self._stored,
             on_synced=self._synced,
+            window=self.duplicates,
         )
         self._services = [
             PeriodicService("store-flush-consume-queue", config.flush_interval_consume_queue / 1000, self.flush_logics),
@@ -155,6 +158,7 @@ class MessageStore:
             assert segment is not None
             self._dispatch(position, segment.start, batch)
         self._dispatched = end
+        self._recover_duplicate_window(end)
         for queue in self.queues.values():
             queue.drop_below(self.commit_log.min_offset)
             queue.delete_files_below(queue.min_offset)
@@ -167,6 +171,29 @@ class MessageStore:
             len(self.queues),
             len(positions),
         )
+
+    def _recover_duplicate_window(self, end: int) -> None:
+        """Rebuild the duplicate window from the batches stored within it (newest batches first found)."""
+        if not self.duplicates.enabled:
+            return
+        now = int(time.time() * 1000)
+        cutoff = now - self.duplicates.window_ms
+        recent: list[pa.RecordBatch] = []
+        rows = 0
+        for position in reversed(self.commit_log.batches_between(self.commit_log.min_offset, end)):
+            batch = self.commit_log.load(position).select(
+                ["topic", "queue_id", "queue_offset", "commit_log_offset", "store_timestamp", "properties"]
+            )
+            if not batch.num_rows or int(pc.max(batch.column("store_timestamp")).as_py()) < cutoff:
+                break
+            recent.append(batch)
+            rows += batch.num_rows
+            if rows >= self.duplicates.max_keys:
+                break
+        for batch in reversed(recent):
+            self.duplicates.add_stored_batch(batch, now)
+        if recent:
+            log.info("duplicate window: %d keys from %d recent batches", len(self.duplicates), len(recent))
 
     def _load_queues(self) -> None:
         root = self.config.consume_queue_dir

@@ -20,9 +20,15 @@ class PutResult:
     first_queue_offset: int
     count: int
     first_commit_log_offset: int
+    # duplicate detection (broker/store/dedup.py): rows of the send not stored again, and, when
+    # there are any, the commit log offset of every row of a standard send (a duplicate's first copy)
+    duplicates: int = 0
+    row_commit_log_offsets: tuple[int, ...] | None = None
 
     @property
-    def commit_log_offsets(self) -> range:
+    def commit_log_offsets(self) -> range | tuple[int, ...]:
+        if self.row_commit_log_offsets is not None:
+            return self.row_commit_log_offsets
         return range(self.first_commit_log_offset, self.first_commit_log_offset + self.count)
 
 
