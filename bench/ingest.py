@@ -71,8 +71,9 @@ async def drive(
     return tally, time.perf_counter() - started
 
 
-async def run_mode(mode: str, flush: str, seconds: float, limit: int) -> list[object]:
-    with cluster(flush=flush) as target:
+async def run_mode(mode: str, flush: str, seconds: float, limit: int, window_s: int = 600) -> list[object]:
+    """One measurement; `window_s` is the broker's duplicateWindowSeconds (600 by default, 0 = off)."""
+    with cluster(flush=flush, broker_settings=(f"duplicateWindowSeconds={window_s}",)) as target:
         await prepare_topic(target)
         async with AsyncProducer(f"bench_{mode}", namesrv_addr=target.namesrv_addr, send_timeout_ms=30_000) as producer:
             await producer.send(Message(TOPIC, BODY))  # routes and connections ready
@@ -91,10 +92,14 @@ async def run_mode(mode: str, flush: str, seconds: float, limit: int) -> list[ob
         disk = target.commit_log_bytes() / max(stored, 1)
     rate = tally.messages / elapsed
     p50, p99 = percentiles_ms(tally.latencies_s, 50, 99)
-    progress(f"{mode:8} {flush:5} {tally.messages:>9,} msgs in {elapsed:5.1f} s: {rate:>11,.0f} msg/s")
+    window = f"{window_s} s" if window_s else "off"
+    progress(
+        f"{mode:8} {flush:5} window {window:5} {tally.messages:>9,} msgs in {elapsed:5.1f} s: {rate:>11,.0f} msg/s"
+    )
     return [
         mode,
         flush.upper() + "_FLUSH",
+        window,
         tally.messages,
         round(elapsed, 1),
         round(rate),
@@ -110,9 +115,11 @@ async def main(seconds: float, limit: int) -> None:
     for mode in ("single", "batch16", "arrow10k"):
         for flush in ("async", "sync"):
             rows.append(await run_mode(mode, flush, seconds, limit))
+        # duplicate detection's cost: the same send with the window off, right after it ran on
+        rows.append(await run_mode(mode, "async", seconds, limit, window_s=0))
     record(
         "ingest",
-        ["mode", "flush", "messages", "seconds", "msg/s", "MB/s", "p50 ms", "p99 ms", "disk B/msg"],
+        ["mode", "flush", "dup window", "messages", "seconds", "msg/s", "MB/s", "p50 ms", "p99 ms", "disk B/msg"],
         rows,
         {"body_bytes": len(BODY), "queues": QUEUES, "in_flight": {"single": 64, "batch16": 64, "arrow10k": 2}},
     )

@@ -18,6 +18,9 @@ from rocketspark.remoting.codes import RequestCode
 from tests.harness import ServerFactory
 from tests.integration.broker_client import BROKER_NAME, properties, pull_all, send, send_header
 
+#: the window these tests run with (it is off by default)
+WINDOW = ("--set", "duplicateWindowSeconds=600")
+
 
 @pytest.fixture
 async def client() -> AsyncIterator[RemotingClient]:
@@ -27,7 +30,7 @@ async def client() -> AsyncIterator[RemotingClient]:
 
 
 async def test_standard_send_twice_is_stored_once(servers: ServerFactory, client: RemotingClient) -> None:
-    broker = servers.broker(servers.namesrv().address)
+    broker = servers.broker(servers.namesrv().address, *WINDOW)
     first = await send(client, broker.address, "Dup", b"one", UNIQ_KEY="K-1")
     again = await send(client, broker.address, "Dup", b"one", UNIQ_KEY="K-1")
     assert (again.queue_offset, again.offset_msg_id, again.message_queue) == (
@@ -48,7 +51,7 @@ async def test_standard_send_twice_is_stored_once(servers: ServerFactory, client
 
 
 async def test_batch_with_a_repeated_key_stores_the_rest(servers: ServerFactory, client: RemotingClient) -> None:
-    broker = servers.broker(servers.namesrv().address)
+    broker = servers.broker(servers.namesrv().address, *WINDOW)
     first = await send(client, broker.address, "DupBatch", b"a", UNIQ_KEY="B-1")
     entries = [(0, b"a", properties(UNIQ_KEY="B-1")), (0, b"b", properties(UNIQ_KEY="B-2"))]
     entries += [(0, b"c", properties(UNIQ_KEY="B-3")), (0, b"b", properties(UNIQ_KEY="B-2"))]
@@ -72,7 +75,7 @@ async def test_batch_with_a_repeated_key_stores_the_rest(servers: ServerFactory,
 
 
 async def test_arrow_send_repeated_is_stored_once(servers: ServerFactory, client: RemotingClient) -> None:
-    broker = servers.broker(servers.namesrv().address)
+    broker = servers.broker(servers.namesrv().address, *WINDOW)
     n = 1000
     batch = producer_batch(
         pa.table({"body": [f"r{i}".encode() for i in range(n)], "uniq_key": [f"U{i:06d}" for i in range(n)]})
@@ -95,12 +98,12 @@ async def test_arrow_send_repeated_is_stored_once(servers: ServerFactory, client
 async def test_window_survives_kill_minus_nine(servers: ServerFactory, tmp_path: Path, client: RemotingClient) -> None:
     namesrv = servers.namesrv()
     data_dir = tmp_path / "broker-data"
-    broker = servers.broker(namesrv.address, data_dir=data_dir)
+    broker = servers.broker(namesrv.address, *WINDOW, data_dir=data_dir)
     first = await send(client, broker.address, "DupCrash", b"one", UNIQ_KEY="C-1")
     batch = producer_batch(pa.table({"body": [b"r"] * 100, "uniq_key": [f"CA{i}" for i in range(100)]}))
     await send_arrow(client, broker.address, BROKER_NAME, send_header("DupCrash"), batch, first_msg_id="")
     broker.kill()
-    restarted = servers.broker(namesrv.address, data_dir=data_dir)
+    restarted = servers.broker(namesrv.address, *WINDOW, data_dir=data_dir)
     reader = RemotingClient(request_timeout_s=10)
     try:
         again = await send(reader, restarted.address, "DupCrash", b"one", UNIQ_KEY="C-1")
@@ -137,7 +140,7 @@ async def test_window_zero_stores_duplicates(servers: ServerFactory, client: Rem
 
 
 async def test_retry_topics_are_not_deduplicated(servers: ServerFactory, client: RemotingClient) -> None:
-    broker = servers.broker(servers.namesrv().address)
+    broker = servers.broker(servers.namesrv().address, *WINDOW)
     for _ in range(2):
         await send(client, broker.address, "%RETRY%group", b"one", UNIQ_KEY="R-1")
     assert len(await pull_all(client, broker.address, "%RETRY%group", 0)) == 2
