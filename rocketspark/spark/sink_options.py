@@ -20,7 +20,7 @@ from pyspark.sql.types import (
 
 from rocketspark.errors import ConfigError, ValidationError
 from rocketspark.message.validation import validate_group, validate_send_topic
-from rocketspark.spark.option_values import int_option, lowered_options, namesrv_option
+from rocketspark.spark.option_values import bool_option, int_option, lowered_options, namesrv_option
 
 DEFAULT_PRODUCER_GROUP = "spark-rocketmq-producer"
 #: longer than a producer's 3 s: a write waits out a busy broker rather than fail the task
@@ -38,7 +38,10 @@ KNOWN_SINK_OPTIONS = frozenset(
         "sendtimeoutms",
         "retries",
         "batchsize",
-        "checkpointlocation",  # Spark's, for streaming writes: not ours to use
+        "idempotentwrites",
+        "txnappid",
+        "txnversion",
+        "checkpointlocation",  # Spark's, for streaming writes; deterministic ids read its offset log
         "path",  # what save(path) / start(path) passes: not used
     }
 )
@@ -64,6 +67,26 @@ class SinkOptions:
     send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
     retries: int = DEFAULT_RETRIES
     batch_size: int = DEFAULT_BATCH_SIZE
+    #: deterministic ids (docs/spark.md, "Idempotent writes"); None: the default of the write's kind
+    idempotent_writes: bool | None = None
+    txn_app_id: str | None = None
+    txn_version: int | None = None
+    checkpoint_location: str | None = None
+
+    def idempotent(self, streaming: bool) -> bool:
+        """Whether this write sends deterministic ids: by default streaming writes do, and batch
+        writes that name a transaction (`txnAppId` and `txnVersion`)."""
+        if self.idempotent_writes is not None:
+            return self.idempotent_writes
+        return streaming or self.txn_app_id is not None
+
+    def check_kind(self, streaming: bool) -> None:
+        """ConfigError for a batch write asked for deterministic ids without naming a transaction."""
+        if not streaming and self.idempotent(streaming) and self.txn_app_id is None:
+            raise ConfigError(
+                "option idempotentWrites=true needs the options txnAppId and txnVersion in a batch write: "
+                "they name what a run writes, as the query and batch ids of a streaming write do"
+            )
 
 
 def parse_sink(options: Mapping[str, str]) -> SinkOptions:
@@ -83,6 +106,12 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
     except ValidationError as exc:
         raise ConfigError(f"option producerGroup: {exc}") from None
     retries = int_option(lowered, "retries", minimum=0)
+    app_id = lowered.get("txnappid")
+    version = int_option(lowered, "txnVersion", minimum=0)
+    if app_id is not None and not app_id.strip():
+        raise ConfigError("option txnAppId: must not be empty")
+    if (app_id is None) != (version is None):
+        raise ConfigError("options txnAppId and txnVersion go together: set both or neither")
     return SinkOptions(
         namesrv_addr=namesrv,
         topic=topic,
@@ -90,6 +119,10 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         send_timeout_ms=int_option(lowered, "sendTimeoutMs", minimum=1) or DEFAULT_SEND_TIMEOUT_MS,
         retries=DEFAULT_RETRIES if retries is None else retries,
         batch_size=int_option(lowered, "batchSize", minimum=1) or DEFAULT_BATCH_SIZE,
+        idempotent_writes=bool_option(lowered, "idempotentWrites", True) if "idempotentwrites" in lowered else None,
+        txn_app_id=app_id.strip() if app_id is not None else None,
+        txn_version=version,
+        checkpoint_location=lowered.get("checkpointlocation"),
     )
 
 

@@ -3,7 +3,9 @@
 All of it is Arrow compute over a whole batch: no Python work per row. A row goes to the queue its
 `queueId` names (an index into the topic's writable queues, as a Java `MessageQueueSelector` picks
 `mqs.get(id)`), else to the queue its `shardingKey` hashes to (as the client's sharding-key
-selector, so one key keeps one queue), else round robin.
+selector, so one key keeps one queue), else, when the write sends deterministic ids
+(:mod:`rocketspark.spark.sink_ids`), to the queue its id hashes to (so a replay sends it to the same
+queue), else round robin.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rocketspark.message.hashing import java_string_hash_array
 from rocketspark.message.producer_batches import producer_batch
 from rocketspark.message.properties import SYSTEM_KEYS
 from rocketspark.message.queue import MessageQueue
+from rocketspark.spark.sink_ids import IdScope
 from rocketspark.spark.sink_options import SinkOptions
 
 _SYSTEM_KEYS = pa.array(sorted(SYSTEM_KEYS), pa.string())
@@ -32,6 +35,9 @@ class Outgoing:
     topic: str
     queue: MessageQueue | None
     batch: pa.RecordBatch  # PRODUCER_SCHEMA
+    #: the queue was chosen by the rows' ids, not by queueId or shardingKey: when its broker cannot
+    #: be reached the rows may go to another queue
+    by_id: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +125,8 @@ def _targets(batch: pa.RecordBatch, queue_counts: np.ndarray, place: RowPlace) -
     return targets
 
 
-def _chunks(topic: str, queue: MessageQueue | None, rows: pa.RecordBatch, size: int) -> list[Outgoing]:
-    return [Outgoing(topic, queue, rows.slice(start, size)) for start in range(0, rows.num_rows, size)]
+def _chunks(topic: str, queue: MessageQueue | None, rows: pa.RecordBatch, size: int, by_id: bool) -> list[Outgoing]:
+    return [Outgoing(topic, queue, rows.slice(start, size), by_id) for start in range(0, rows.num_rows, size)]
 
 
 def split_batch(
@@ -129,28 +135,41 @@ def split_batch(
     place: RowPlace,
     queues_of: Callable[[str], list[MessageQueue]],
     max_body_size: int,
+    ids: IdScope | None = None,
 ) -> list[Outgoing]:
     """The batch's rows as producer batches of at most `batchSize` rows, each for one destination,
-    in the rows' order within each destination."""
+    in the rows' order within each destination; with `ids`, each row carries its deterministic id."""
     rows = _producer_rows(batch, place, max_body_size)
     if options.topic is not None:
         row_topics = {options.topic: np.arange(batch.num_rows)}
+        topic_column = pa.repeat(pa.scalar(options.topic, pa.string()), batch.num_rows)
     else:
         column = batch.column("topic")
         if column.null_count:
             raise ValidationError(f"{place.describe(_first(pc.is_null(column)))} has a null topic")
         names = column.to_numpy(zero_copy_only=False)
         row_topics = {str(t): np.flatnonzero(names == t) for t in pc.unique(column).to_pylist()}
+        topic_column = column
+    id_hashes = None
+    if ids is not None:
+        uniq, id_hashes = ids.ids(rows, topic_column)
+        rows = rows.set_column(rows.schema.get_field_index("uniq_key"), rows.schema.field("uniq_key"), uniq)
     queues = {topic: queues_of(topic) for topic in row_topics}
     counts = np.empty(batch.num_rows, dtype=np.int64)
     for topic, indices in row_topics.items():
         counts[indices] = len(queues[topic])
     targets = _targets(batch, counts, place)
+    by_id = np.zeros(batch.num_rows, dtype=bool)
+    if id_hashes is not None:
+        by_id = targets < 0
+        targets[by_id] = (id_hashes[by_id] % counts[by_id].astype(np.uint64)).astype(np.int64)
+    keys = targets * 2 + by_id  # rows placed by id apart from rows a queueId or shardingKey put on the same queue
     outgoing: list[Outgoing] = []
     for topic, indices in row_topics.items():
-        for target in np.unique(targets[indices]):
-            mine = indices[targets[indices] == target]
+        for key in np.unique(keys[indices]):
+            mine = indices[keys[indices] == key]
             chosen = rows if len(mine) == batch.num_rows else rows.take(pa.array(mine))
-            queue = queues[topic][int(target)] if target >= 0 else None
-            outgoing += _chunks(topic, queue, chosen, options.batch_size)
+            target = int(key) // 2  # -1 stays -1: round robin
+            queue = queues[topic][target] if target >= 0 else None
+            outgoing += _chunks(topic, queue, chosen, options.batch_size, bool(key % 2))
     return outgoing

@@ -3,7 +3,10 @@
 Each task sends its rows through the process's producer (:mod:`rocketspark.spark.writing`) and
 reports what the brokers acknowledged; the driver's `commit` logs the batch's totals per queue and
 `abort` what had been sent before the batch failed. Rows a failed task had sent stay in the topic
-and its retry sends them again: the sink is at-least-once.
+and its retry sends them again: the sink is at-least-once. With idempotent writes (the default for
+streaming writes) the retry sends them with the same ids (:mod:`rocketspark.spark.sink_ids`): the
+task's scope is the query and batch id Spark sets as local properties of a micro-batch's tasks, or a
+batch write's `txnAppId` and `txnVersion`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from rocketspark.errors import ConfigError
+from rocketspark.spark.sink_ids import IdScope, batch_timestamp_ms, month_ms
 from rocketspark.spark.sink_options import SinkOptions
 from rocketspark.spark.writing import QueueTally, write_partition
 
@@ -30,9 +35,33 @@ class SinkCommitMessage(WriterCommitMessage):
     queues: QueueTally
 
 
-def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def id_scope(options: SinkOptions, streaming: bool, context: TaskContext | None) -> IdScope | None:
+    """The task's deterministic ids, or None when the write sends random ones."""
+    if not options.idempotent(streaming):
+        return None
+    if context is None:
+        raise ConfigError("idempotent writes need a Spark task context")
+    partition = context.partitionId()
+    if options.txn_app_id is not None:
+        return IdScope(("txn", options.txn_app_id, options.txn_version), partition)
+    query_id, batch_id = context.getLocalProperty(QUERY_ID_PROPERTY), context.getLocalProperty(BATCH_ID_PROPERTY)
+    if not query_id or batch_id is None:
+        raise ConfigError(
+            f"idempotent writes need the task properties {QUERY_ID_PROPERTY} and {BATCH_ID_PROPERTY}, which "
+            "Spark sets in micro-batch queries; set idempotentWrites=false (or txnAppId and txnVersion)"
+        )
+    stamp = batch_timestamp_ms(options.checkpoint_location, int(batch_id))
+    return IdScope(("stream", query_id, int(batch_id)), partition, month_ms(stamp) if stamp is not None else 0)
+
+
+def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch], streaming: bool) -> SinkCommitMessage:
     context = TaskContext.get()
-    rows, queues = write_partition(options, iterator, context.partitionId() if context else None)
+    ids = id_scope(options, streaming, context)
+    rows, queues = write_partition(options, iterator, context.partitionId() if context else None, ids)
     return SinkCommitMessage(rows, queues)
 
 
@@ -53,10 +82,11 @@ def describe(messages: Sequence[WriterCommitMessage | None]) -> str:
 
 class RocketMQBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
+        options.check_kind(streaming=False)  # on the driver, before any task starts
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return _write(self.options, iterator)
+        return _write(self.options, iterator, streaming=False)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         log.info("wrote %s", describe(messages))
@@ -70,7 +100,7 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return _write(self.options, iterator)
+        return _write(self.options, iterator, streaming=True)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.info("batch %d wrote %s", batchId, describe(messages))

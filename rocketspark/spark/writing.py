@@ -5,7 +5,12 @@ Spark hands a task Arrow batches; each becomes producer batches for one destinat
 one after another in the order of the rows (rows of one sharding key stay in order); the others go
 concurrently. A task returns only when every send is acknowledged, so Spark counts a task done only
 when the brokers hold its rows; a send that fails after the producer's retries fails the task, and
-Spark runs it again (at-least-once).
+Spark runs it again (at-least-once). With deterministic ids (:mod:`rocketspark.spark.sink_ids`) the
+retry sends the same ids to the same queues, which brokers that detect duplicates store once.
+
+Rows placed on a queue by their id go to another broker when theirs cannot be reached (the
+producer does not fail a fixed queue over, so this module does, once the send to the row's own
+queue failed): the write keeps going as a round-robin write would, and the ids stay the same.
 
 The producer is started on first use and kept for the life of the Python worker: Spark ends workers
 with `os._exit`, so nothing here relies on an exit hook; the brokers expire producers that stop
@@ -26,9 +31,11 @@ import pyarrow as pa
 
 from rocketspark.client.api.send import SendResult
 from rocketspark.client.producer import AsyncProducer
+from rocketspark.client.send_retry import SendError
 from rocketspark.client.sync import shared_loop
 from rocketspark.message.queue import MessageQueue
 from rocketspark.spark import cluster
+from rocketspark.spark.sink_ids import IdScope
 from rocketspark.spark.sink_options import SinkOptions
 from rocketspark.spark.sink_rows import Outgoing, RowPlace, split_batch
 
@@ -117,13 +124,20 @@ class SendPipeline:
         if previous is not None:
             await previous  # raises its failure: the task fails either way
         async with slots:
-            return await self.producer.send_arrow(item.batch, item.topic, queue=item.queue)
+            try:
+                return await self.producer.send_arrow(item.batch, item.topic, queue=item.queue)
+            except SendError as exc:
+                if not item.by_id:
+                    raise
+                log.warning("sending to %s failed (%s); sending those rows to another queue", item.queue, exc)
+                return await self.producer.send_arrow(item.batch, item.topic)
 
 
 def write_partition(
-    options: SinkOptions, batches: Iterator[pa.RecordBatch], partition: int | None
+    options: SinkOptions, batches: Iterator[pa.RecordBatch], partition: int | None, ids: IdScope | None = None
 ) -> tuple[int, QueueTally]:
-    """Send every row of a task; returns the rows written and what each queue acknowledged."""
+    """Send every row of a task, with deterministic ids from `ids` if given (random ones if not);
+    returns the rows written and what each queue acknowledged."""
     producer = producer_for(options)
     pipeline = SendPipeline(producer)
     tally = Tally()
@@ -143,7 +157,7 @@ def write_partition(
     for batch in batches:
         if not batch.num_rows:
             continue
-        outgoing = split_batch(batch, options, RowPlace(partition, rows), queues_of, producer.max_message_size)
+        outgoing = split_batch(batch, options, RowPlace(partition, rows), queues_of, producer.max_message_size, ids)
         rows += batch.num_rows
         in_flight.append(asyncio.run_coroutine_threadsafe(pipeline.send(outgoing), shared_loop().loop))
         while len(in_flight) > BATCHES_IN_FLIGHT:

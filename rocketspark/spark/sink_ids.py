@@ -1,0 +1,234 @@
+"""Deterministic message ids for the sink's idempotent writes (docs/spark.md, "Idempotent writes").
+
+A row's UNIQ_KEY is a function of its scope (query id and batch id of a streaming write, or
+`txnAppId` and `txnVersion` of a batch write), its partition, its content (topic, body, keys, tags,
+properties) and its occurrence number among the rows of identical content the task wrote before it.
+Spark computes the same rows into the same partitions on every replay of a batch (maybe in another
+order), so a replay sends the same ids.
+
+Everything is vectorised with numpy over a whole Arrow batch. Each byte string is hashed with a
+multilinear hash (the sum of its bytes times per-position 64-bit keys, modulo 2^64, then a
+splitmix64 finaliser), twice with independent keys: 128 bits of content hash per row.
+
+An id keeps the shape of RocketMQ's (32 hex digits): 10 bytes of hash, the 4-byte time field
+(milliseconds since the month began, as Java's `MessageClientIDSetter`) and 2 more bytes of hash,
+so 96 bits tell rows apart. The time field is the batch's timestamp from the streaming checkpoint's
+offset log (`batchTimestampMs`, which Spark writes before the batch first runs and reuses when it
+runs the batch again), so lookups by id, which search from the id's time on, find the message.
+Where that log cannot be read (a checkpoint not on a local file system, a batch write) the field
+is 0: the start of the month.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import numpy as np
+import pyarrow as pa
+
+from rocketspark.message.ids import _hex_rows
+
+log = logging.getLogger(__name__)
+
+_U64 = np.uint64
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_NULL = _U64(0x6A09E667F3BCC909)  # the hash of an absent value (distinct from "")
+_KEY_SEEDS = (0x243F6A8885A308D3, 0x13198A2E03707344)
+
+_keys_lock = threading.Lock()
+_keys: list[np.ndarray] = [np.empty(0, dtype=_U64), np.empty(0, dtype=_U64)]
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, elementwise (a bijection of uint64)."""
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> _U64(30))
+        x = x * _U64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> _U64(27))
+        x = x * _U64(0x94D049BB133111EB)
+        result: np.ndarray = x ^ (x >> _U64(31))
+        return result
+
+
+def _mix_int(value: int) -> int:
+    return int(_mix(np.array([value & _MASK], dtype=_U64))[0])
+
+
+def _position_keys(which: int, length: int) -> np.ndarray:
+    """The per-position keys of hash `which`, at least `length` of them (grown on demand, kept)."""
+    with _keys_lock:
+        keys = _keys[which]
+        if len(keys) < length:
+            size = max(length, 2 * len(keys), 1024)
+            with np.errstate(over="ignore"):
+                positions = np.arange(size, dtype=_U64) * _U64(_GOLDEN) + _U64(_KEY_SEEDS[which])
+            keys = _mix(positions) | _U64(1)
+            _keys[which] = keys
+        return keys
+
+
+def binary_hashes(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Two independent 64-bit hashes of each value of a string or binary array (nulls hash to a
+    constant of their own)."""
+    n = len(array)
+    if pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type):
+        array = array.cast(pa.binary())
+    buffers = array.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int32)[array.offset : array.offset + n + 1].astype(np.int64)
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(buffers[2], dtype=np.uint8)[start:end] if buffers[2] is not None and end > start else None
+    lengths = np.diff(offsets)
+    positions = np.arange(end - start, dtype=np.int64) - np.repeat(offsets[:-1] - start, lengths)
+    results = []
+    for which in (0, 1):
+        if data is None:
+            sums = np.zeros(n, dtype=_U64)
+        else:
+            keys = _position_keys(which, int(lengths.max()))
+            with np.errstate(over="ignore"):
+                terms = data.astype(_U64) * keys[positions]
+            totals = np.zeros(len(terms) + 1, dtype=_U64)
+            np.cumsum(terms, out=totals[1:])
+            with np.errstate(over="ignore"):
+                sums = totals[offsets[1:] - start] - totals[offsets[:-1] - start]
+        with np.errstate(over="ignore"):
+            hashed = _mix(sums + lengths.astype(_U64) * _U64(_KEY_SEEDS[1 - which]) + _U64(_GOLDEN))
+        if array.null_count:
+            hashed[np.asarray(array.is_null().to_numpy(zero_copy_only=False))] = _NULL
+        results.append(hashed)
+    return results[0], results[1]
+
+
+def _map_hashes(array: pa.MapArray) -> tuple[np.ndarray, np.ndarray]:
+    """Two hashes of each map of a map<string,string> array: the sum of its entries' hashes (so the
+    entries' order does not matter), mixed."""
+    bounds = np.asarray(array.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    first, count = int(bounds[0]), int(bounds[-1] - bounds[0])
+    key_hashes = binary_hashes(array.keys.slice(first, count))
+    value_hashes = binary_hashes(array.items.slice(first, count))
+    results = []
+    for which in (0, 1):
+        with np.errstate(over="ignore"):
+            entries = _mix(key_hashes[which] * _U64(_GOLDEN) + value_hashes[which])
+            totals = np.zeros(count + 1, dtype=_U64)
+            np.cumsum(entries, out=totals[1:])
+            sums = _mix(totals[bounds[1:] - first] - totals[bounds[:-1] - first] + np.diff(bounds).astype(_U64))
+        if array.null_count:
+            sums[np.asarray(array.is_null().to_numpy(zero_copy_only=False))] = _NULL
+        results.append(sums)
+    return results[0], results[1]
+
+
+def content_hashes(rows: pa.RecordBatch, topics: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Two 64-bit hashes of each row's content: topic, body, keys, tags and properties of a
+    PRODUCER_SCHEMA batch, with each row's topic in `topics`."""
+    parts = [
+        binary_hashes(topics),
+        binary_hashes(rows.column("body")),
+        binary_hashes(rows.column("keys")),
+        binary_hashes(rows.column("tags")),
+        _map_hashes(rows.column("properties")),
+    ]
+    combined = []
+    for which in (0, 1):
+        h = np.full(rows.num_rows, _KEY_SEEDS[which], dtype=_U64)
+        for part in parts:
+            with np.errstate(over="ignore"):
+                h = _mix(h * _U64(_GOLDEN) ^ part[which])
+        combined.append(h)
+    return combined[0], combined[1]
+
+
+def _scope_words(*parts: object) -> tuple[int, int]:
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=16).digest()
+    return int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:], "big")
+
+
+def month_ms(epoch_ms: int) -> int:
+    """Milliseconds since the start of the (local time) month of `epoch_ms`, as Java's id time field."""
+    moment = dt.datetime.fromtimestamp(epoch_ms / 1000)
+    start = moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return max(0, epoch_ms - int(start.timestamp() * 1000)) & 0xFFFFFFFF
+
+
+def batch_timestamp_ms(checkpoint: str | None, batch_id: int) -> int | None:
+    """`batchTimestampMs` of a streaming batch from its checkpoint's offset log, or None when the
+    checkpoint is not on a local file system or the record cannot be read."""
+    if not checkpoint:
+        return None
+    parsed = urlparse(checkpoint)
+    if parsed.scheme not in ("", "file"):
+        return None
+    path = Path(parsed.path if parsed.scheme else checkpoint) / "offsets" / str(batch_id)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        return int(json.loads(lines[1])["batchTimestampMs"])
+    except (OSError, IndexError, KeyError, TypeError, ValueError):
+        log.info("no batch timestamp in %s: deterministic ids of batch %d carry the time field 0", path, batch_id)
+        return None
+
+
+@dataclass
+class IdScope:
+    """The ids of one task: what the rows' ids are unique within, and the occurrences seen so far."""
+
+    scope: tuple[object, ...]  # (query id, batch id) or (txnAppId, txnVersion)
+    partition: int
+    time_field: int = 0  # ms since the month began, see the module's docstring
+    _words: tuple[int, int] = (0, 0)
+    _seen: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=_U64))  # sorted content hashes
+    _counts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+
+    def __post_init__(self) -> None:
+        self._words = _scope_words(*self.scope, self.partition)
+
+    def occurrences(self, hashes: np.ndarray) -> np.ndarray:
+        """Each row's number among the task's rows of the same content hash (0 for the first),
+        counting the rows of earlier calls; remembers this call's rows."""
+        n = len(hashes)
+        order = np.argsort(hashes, kind="stable")
+        ordered = hashes[order]
+        starts = np.ones(n, dtype=bool)
+        starts[1:] = ordered[1:] != ordered[:-1]
+        group_start = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+        ranks = np.empty(n, dtype=np.int64)
+        ranks[order] = np.arange(n) - group_start
+        unique, counts = ordered[starts], np.diff(np.append(np.flatnonzero(starts), n))
+        before = np.zeros(n, dtype=np.int64)
+        if len(self._seen):
+            where = np.clip(np.searchsorted(self._seen, hashes), 0, len(self._seen) - 1)
+            known = self._seen[where] == hashes
+            before[known] = self._counts[where[known]]
+            at = np.clip(np.searchsorted(self._seen, unique), 0, len(self._seen) - 1)
+            old = self._seen[at] == unique
+            self._counts[at[old]] += counts[old]
+            merged = np.concatenate([self._seen, unique[~old]])
+            merged_counts = np.concatenate([self._counts, counts[~old]])
+            resort = np.argsort(merged, kind="stable")
+            self._seen, self._counts = merged[resort], merged_counts[resort]
+        else:
+            self._seen, self._counts = unique, counts.astype(np.int64)
+        return before + ranks
+
+    def ids(self, rows: pa.RecordBatch, topics: pa.Array) -> tuple[pa.Array, np.ndarray]:
+        """(the rows' ids as a string array, a 64-bit hash of each id to choose its queue by)."""
+        first, second = content_hashes(rows, topics)
+        occurrence = self.occurrences(first).astype(_U64)
+        with np.errstate(over="ignore"):
+            high = _mix((first ^ _U64(self._words[0])) + occurrence * _U64(_GOLDEN))
+            low = _mix((second ^ _U64(self._words[1])) + occurrence * _U64(_KEY_SEEDS[0] | 1))
+        n = rows.num_rows
+        packed = np.empty((n, 16), dtype=np.uint8)
+        packed[:, :8] = high.astype(">u8").view(np.uint8).reshape(n, 8)
+        packed[:, 8:10] = low.astype(">u8").view(np.uint8).reshape(n, 8)[:, :2]
+        packed[:, 10:14] = np.frombuffer(int(self.time_field).to_bytes(4, "big"), dtype=np.uint8)
+        packed[:, 14:] = low.astype(">u8").view(np.uint8).reshape(n, 8)[:, 2:4]
+        return _hex_rows(packed), high
