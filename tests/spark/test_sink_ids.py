@@ -1,7 +1,8 @@
 """The sink's deterministic ids (idempotentWrites): real Spark writes to real brokers, read back.
 
-The tests write to brokers with duplicate detection off (`no_dedup`), so a replayed batch is stored
-twice and they can check that its rows carry the same msgIds the second time."""
+Most tests write to brokers with duplicate detection off (`no_dedup`), so a replayed batch is stored
+twice and they can check that its rows carry the same msgIds the second time; one writes to brokers
+with it on (`dedup`), which store the replayed batch once."""
 
 from __future__ import annotations
 
@@ -26,17 +27,31 @@ from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit
 ROWS_PER_BATCH = 40
 
 
+def _cluster(factory: ServerFactory, window_s: int) -> SparkCluster:
+    namesrv = factory.namesrv()
+    setting = f"duplicateWindowSeconds={window_s}"
+    brokers = {
+        name: factory.broker(namesrv.address, "--set", setting, broker_name=name) for name in ("broker-a", "broker-b")
+    }
+    return SparkCluster(namesrv, brokers)
+
+
 @pytest.fixture(scope="module")
 def no_dedup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """broker-a and broker-b with duplicate detection off: every copy of a message is stored."""
     factory = ServerFactory(tmp_path_factory.mktemp("no-dedup"))
     try:
-        namesrv = factory.namesrv()
-        brokers = {
-            name: factory.broker(namesrv.address, "--set", "duplicateWindowSeconds=0", broker_name=name)
-            for name in ("broker-a", "broker-b")
-        }
-        yield SparkCluster(namesrv, brokers)
+        yield _cluster(factory, 0)
+    finally:
+        factory.stop_all()
+
+
+@pytest.fixture(scope="module")
+def dedup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    """broker-a and broker-b that store a message whose UNIQ_KEY they stored in the last 10 minutes once."""
+    factory = ServerFactory(tmp_path_factory.mktemp("dedup"))
+    try:
+        yield _cluster(factory, 600)
     finally:
         factory.stop_all()
 
@@ -139,6 +154,21 @@ def test_a_batch_write_without_a_transaction_sends_new_ids_each_run(
     write_batch(frame, no_dedup, "IdsPlain")
     stored = read_ids(spark, no_dedup, "IdsPlain")
     assert len(stored) == 60 and all(len(bodies) == 1 for bodies in stored.values())
+
+
+@pytest.mark.slow
+def test_brokers_that_detect_duplicates_store_a_replayed_batch_once(
+    spark: SparkSession, dedup: SparkCluster, tmp_path: Path
+) -> None:
+    dedup.create_topic("IdsOnce")
+    checkpoint = tmp_path / "ckpt"
+    first = run_rate_stream(spark, dedup, "IdsOnce", checkpoint)
+    forget_last_commit(checkpoint)
+    second = run_rate_stream(spark, dedup, "IdsOnce", checkpoint)
+    stored = read_ids(spark, dedup, "IdsOnce")
+    assert second >= ROWS_PER_BATCH
+    assert all(len(bodies) == 1 for bodies in stored.values())
+    assert len(stored) == first + second - ROWS_PER_BATCH  # the replayed batch's rows once
 
 
 def test_idempotent_batch_writes_need_a_transaction(spark: SparkSession, two_brokers: SparkCluster) -> None:
