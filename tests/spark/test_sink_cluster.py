@@ -102,9 +102,10 @@ def test_stream_from_topic_to_topic_on_two_executors(
 
     # each message was sent on a connection held by a Python worker of an executor JVM, not the driver,
     # and both executors wrote: the broker stores the sender's address as the message's bornHost
+    # (a worker that has exited by the time connections are listed leaves its messages unattributed)
     owners = {c["local"]: c["owner"] for c in result["connections"]}
     senders = Counter(owners.get(r.bornHost, "unknown") for r in out)
-    assert set(senders) == {"0", "1"}, senders
+    assert senders["0"] and senders["1"] and not senders["driver"], senders
     # each executor's Python workers opened clients of their own (name server, brokers); the driver's
     # processes asked the name server for routes and every broker for offsets
     reached = {owner: {c["remote"] for c in result["connections"] if c["owner"] == owner} for owner in owners.values()}
