@@ -1,12 +1,13 @@
 """Duplicate detection: the UNIQ_KEYs stored within `duplicateWindowSeconds`, with where they went.
 
 A send whose UNIQ_KEY (for its topic) was stored within the window is not stored again (see
-docs/protocol.md, "Duplicate sends"). Keys are hashed to 64 bits together with their topic, with
-numpy over the Arrow string buffers, so an Arrow batch of 10,000 rows is looked up and added
-without per-row Python. The window is kept as generations, one per group commit round: a dict maps
-each hash to (generation, row), and a generation's arrays hold the rows' positions. Generations
-older than the window, or beyond `duplicateWindowMaxKeys` keys, are dropped; entries of dropped
-generations are ignored on lookup and swept from the dict when they outnumber the live ones.
+docs/protocol.md, "Duplicate sends"). Keys are hashed to 64 bits together with their topic
+(:mod:`rocketspark.message.stable_hashes`, numpy over the Arrow string buffers), so an Arrow batch
+of 10,000 rows is looked up and added without per-row Python. The window is kept as generations,
+one per group commit round: a dict maps each hash to (generation, row), and a generation's arrays
+hold the rows' positions. Generations older than the window, or beyond `duplicateWindowMaxKeys`
+keys, are dropped; entries of dropped generations are ignored on lookup and swept from the dict
+when they outnumber the live ones.
 
 Internal topics are never deduplicated: retry, dead-letter and schedule topics re-store a message
 with its UNIQ_KEY on purpose.
@@ -21,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_PRIME = np.uint64(0x100000001B3)
-_OFFSET = np.uint64(0xCBF29CE484222325)
+from rocketspark.message.stable_hashes import GOLDEN, U64, binary_hashes, mix64
+
 _ROW_BITS = 32
 
 
@@ -32,34 +33,16 @@ def deduplicated_topic(topic: str) -> bool:
 
 
 def key_hashes(topic: str, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """64-bit FNV-1a-style hashes of `topic` + each key, and the mask of rows that have a key.
-
-    Rows of equal length are hashed together, one numpy step per byte position.
-    """
+    """64-bit hashes of `topic` + each key, and the mask of rows that have a key (rows without one
+    hash to 0)."""
     keys = keys.cast(pa.string())
-    n = len(keys)
     present = pc.fill_null(pc.not_equal(pc.fill_null(keys, ""), ""), False).to_numpy(zero_copy_only=False)
-    result = np.zeros(n, dtype=np.uint64)
-    seed = _OFFSET
+    result = np.zeros(len(keys), dtype=U64)
+    if not present.any():
+        return result, present
+    topic_hash = binary_hashes(pa.array([topic], pa.string()))[0][0]
     with np.errstate(over="ignore"):
-        for byte in topic.encode() + b"\x00":
-            seed = (seed ^ np.uint64(byte)) * _PRIME
-        if not present.any():
-            return result, present
-        filled = pc.fill_null(keys, "")
-        offsets = np.frombuffer(filled.buffers()[1], dtype=np.int32, count=n + 1, offset=filled.offset * 4)
-        start = int(offsets[0])
-        data = np.frombuffer(filled.buffers()[2], dtype=np.uint8, count=int(offsets[-1]) - start, offset=start)
-        starts = offsets[:-1] - start
-        lengths = np.diff(offsets)
-        distinct = np.unique(lengths[present])
-        for length in distinct:
-            rows = np.flatnonzero(lengths == length) if len(distinct) > 1 or not present.all() else np.arange(n)
-            chars = data[starts[rows, None] + np.arange(int(length))].astype(np.uint64)
-            h = np.full(len(rows), seed, dtype=np.uint64)
-            for column in range(int(length)):
-                h = (h ^ chars[:, column]) * _PRIME
-            result[rows] = h
+        result[present] = mix64(binary_hashes(keys)[0] ^ (topic_hash * U64(GOLDEN)))[present]
     return result, present
 
 

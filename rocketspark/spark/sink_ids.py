@@ -25,7 +25,6 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -34,77 +33,9 @@ import numpy as np
 import pyarrow as pa
 
 from rocketspark.message.ids import _hex_rows
+from rocketspark.message.stable_hashes import GOLDEN, KEY_SEEDS, NULL_HASH, U64, binary_hashes, mix64
 
 log = logging.getLogger(__name__)
-
-_U64 = np.uint64
-_MASK = (1 << 64) - 1
-_GOLDEN = 0x9E3779B97F4A7C15
-_NULL = _U64(0x6A09E667F3BCC909)  # the hash of an absent value (distinct from "")
-_KEY_SEEDS = (0x243F6A8885A308D3, 0x13198A2E03707344)
-
-_keys_lock = threading.Lock()
-_keys: list[np.ndarray] = [np.empty(0, dtype=_U64), np.empty(0, dtype=_U64)]
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser, elementwise (a bijection of uint64)."""
-    with np.errstate(over="ignore"):
-        x = x ^ (x >> _U64(30))
-        x = x * _U64(0xBF58476D1CE4E5B9)
-        x = x ^ (x >> _U64(27))
-        x = x * _U64(0x94D049BB133111EB)
-        result: np.ndarray = x ^ (x >> _U64(31))
-        return result
-
-
-def _mix_int(value: int) -> int:
-    return int(_mix(np.array([value & _MASK], dtype=_U64))[0])
-
-
-def _position_keys(which: int, length: int) -> np.ndarray:
-    """The per-position keys of hash `which`, at least `length` of them (grown on demand, kept)."""
-    with _keys_lock:
-        keys = _keys[which]
-        if len(keys) < length:
-            size = max(length, 2 * len(keys), 1024)
-            with np.errstate(over="ignore"):
-                positions = np.arange(size, dtype=_U64) * _U64(_GOLDEN) + _U64(_KEY_SEEDS[which])
-            keys = _mix(positions) | _U64(1)
-            _keys[which] = keys
-        return keys
-
-
-def binary_hashes(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Two independent 64-bit hashes of each value of a string or binary array (nulls hash to a
-    constant of their own)."""
-    n = len(array)
-    if pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type):
-        array = array.cast(pa.binary())
-    buffers = array.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=np.int32)[array.offset : array.offset + n + 1].astype(np.int64)
-    start, end = int(offsets[0]), int(offsets[-1])
-    data = np.frombuffer(buffers[2], dtype=np.uint8)[start:end] if buffers[2] is not None and end > start else None
-    lengths = np.diff(offsets)
-    positions = np.arange(end - start, dtype=np.int64) - np.repeat(offsets[:-1] - start, lengths)
-    results = []
-    for which in (0, 1):
-        if data is None:
-            sums = np.zeros(n, dtype=_U64)
-        else:
-            keys = _position_keys(which, int(lengths.max()))
-            with np.errstate(over="ignore"):
-                terms = data.astype(_U64) * keys[positions]
-            totals = np.zeros(len(terms) + 1, dtype=_U64)
-            np.cumsum(terms, out=totals[1:])
-            with np.errstate(over="ignore"):
-                sums = totals[offsets[1:] - start] - totals[offsets[:-1] - start]
-        with np.errstate(over="ignore"):
-            hashed = _mix(sums + lengths.astype(_U64) * _U64(_KEY_SEEDS[1 - which]) + _U64(_GOLDEN))
-        if array.null_count:
-            hashed[np.asarray(array.is_null().to_numpy(zero_copy_only=False))] = _NULL
-        results.append(hashed)
-    return results[0], results[1]
 
 
 def _map_hashes(array: pa.MapArray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,12 +48,12 @@ def _map_hashes(array: pa.MapArray) -> tuple[np.ndarray, np.ndarray]:
     results = []
     for which in (0, 1):
         with np.errstate(over="ignore"):
-            entries = _mix(key_hashes[which] * _U64(_GOLDEN) + value_hashes[which])
-            totals = np.zeros(count + 1, dtype=_U64)
+            entries = mix64(key_hashes[which] * U64(GOLDEN) + value_hashes[which])
+            totals = np.zeros(count + 1, dtype=U64)
             np.cumsum(entries, out=totals[1:])
-            sums = _mix(totals[bounds[1:] - first] - totals[bounds[:-1] - first] + np.diff(bounds).astype(_U64))
+            sums = mix64(totals[bounds[1:] - first] - totals[bounds[:-1] - first] + np.diff(bounds).astype(U64))
         if array.null_count:
-            sums[np.asarray(array.is_null().to_numpy(zero_copy_only=False))] = _NULL
+            sums[np.asarray(array.is_null().to_numpy(zero_copy_only=False))] = NULL_HASH
         results.append(sums)
     return results[0], results[1]
 
@@ -139,10 +70,10 @@ def content_hashes(rows: pa.RecordBatch, topics: pa.Array) -> tuple[np.ndarray, 
     ]
     combined = []
     for which in (0, 1):
-        h = np.full(rows.num_rows, _KEY_SEEDS[which], dtype=_U64)
+        h = np.full(rows.num_rows, KEY_SEEDS[which], dtype=U64)
         for part in parts:
             with np.errstate(over="ignore"):
-                h = _mix(h * _U64(_GOLDEN) ^ part[which])
+                h = mix64(h * U64(GOLDEN) ^ part[which])
         combined.append(h)
     return combined[0], combined[1]
 
@@ -184,7 +115,7 @@ class IdScope:
     partition: int
     time_field: int = 0  # ms since the month began, see the module's docstring
     _words: tuple[int, int] = (0, 0)
-    _seen: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=_U64))  # sorted content hashes
+    _seen: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=U64))  # sorted content hashes
     _counts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     def __post_init__(self) -> None:
@@ -221,10 +152,10 @@ class IdScope:
     def ids(self, rows: pa.RecordBatch, topics: pa.Array) -> tuple[pa.Array, np.ndarray]:
         """(the rows' ids as a string array, a 64-bit hash of each id to choose its queue by)."""
         first, second = content_hashes(rows, topics)
-        occurrence = self.occurrences(first).astype(_U64)
+        occurrence = self.occurrences(first).astype(U64)
         with np.errstate(over="ignore"):
-            high = _mix((first ^ _U64(self._words[0])) + occurrence * _U64(_GOLDEN))
-            low = _mix((second ^ _U64(self._words[1])) + occurrence * _U64(_KEY_SEEDS[0] | 1))
+            high = mix64((first ^ U64(self._words[0])) + occurrence * U64(GOLDEN))
+            low = mix64((second ^ U64(self._words[1])) + occurrence * U64(KEY_SEEDS[0] | 1))
         n = rows.num_rows
         packed = np.empty((n, 16), dtype=np.uint8)
         packed[:, :8] = high.astype(">u8").view(np.uint8).reshape(n, 8)
