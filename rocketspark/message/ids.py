@@ -25,7 +25,7 @@ import pyarrow as pa
 _TAIL = struct.Struct(">IH")  # time field (ms since the month began), counter
 
 
-def _hex_rows(rows: np.ndarray) -> pa.Array:
+def hex_rows(rows: np.ndarray) -> pa.Array:
     """Uppercase hex of each row of a 2-D uint8 array, as a string array of equal-width values."""
     n, width = rows.shape
     chars = np.ascontiguousarray(rows).tobytes().hex().upper().encode()  # one C pass over all rows
@@ -56,7 +56,7 @@ def offset_msg_ids(store_host: str, commit_log_offsets: np.ndarray) -> pa.Array:
     rows = np.empty((n, len(prefix) + 8), dtype=np.uint8)
     rows[:, : len(prefix)] = prefix
     rows[:, len(prefix) :] = np.asarray(commit_log_offsets, dtype=">i8").view(np.uint8).reshape(n, 8)
-    return _hex_rows(rows)
+    return hex_rows(rows)
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
@@ -149,4 +149,4 @@ class UniqueIdGenerator:
         rows[:, :width] = self._prefix
         rows[:, width : width + 4] = times.view(np.uint8).reshape(count, 4)
         rows[:, width + 4 :] = counters.view(np.uint8).reshape(count, 2)
-        return _hex_rows(rows)
+        return hex_rows(rows)

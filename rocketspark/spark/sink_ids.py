@@ -32,7 +32,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pyarrow as pa
 
-from rocketspark.message.ids import _hex_rows
+from rocketspark.message.ids import hex_rows
 from rocketspark.message.stable_hashes import GOLDEN, KEY_SEEDS, NULL_HASH, U64, binary_hashes, mix64
 
 log = logging.getLogger(__name__)
@@ -162,4 +162,4 @@ class IdScope:
         packed[:, 8:10] = low.astype(">u8").view(np.uint8).reshape(n, 8)[:, :2]
         packed[:, 10:14] = np.frombuffer(int(self.time_field).to_bytes(4, "big"), dtype=np.uint8)
         packed[:, 14:] = low.astype(">u8").view(np.uint8).reshape(n, 8)[:, 2:4]
-        return _hex_rows(packed), high
+        return hex_rows(packed), high
