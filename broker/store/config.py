@@ -44,9 +44,8 @@ class StoreConfig:
     send_thread_pool_queue_capacity: int = 10_000
     send_queue_max_bytes: int = 128 * 1024 * 1024
     # duplicate detection: a send to a user topic whose UNIQ_KEY was stored within this many
-    # seconds is not stored again (0 turns it off); at most this many keys are remembered
-    # off until its cost meets the target (bench/RESULTS.md): with a window, single sends ran at a third
-    duplicate_window_seconds: int = 0
+    # seconds is not stored again (0 turns it off); at least this many newest keys are remembered
+    duplicate_window_seconds: int = 600
     duplicate_window_max_keys: int = 1_000_000
 
     def __post_init__(self) -> None:

@@ -1,13 +1,12 @@
 """Duplicate detection: the UNIQ_KEYs stored within `duplicateWindowSeconds`, with where they went.
 
 A send whose UNIQ_KEY (for its topic) was stored within the window is not stored again (see
-docs/protocol.md, "Duplicate sends"). Keys are hashed to 64 bits together with their topic
-(:mod:`rocketspark.message.stable_hashes`, numpy over the Arrow string buffers), so an Arrow batch
-of 10,000 rows is looked up and added without per-row Python. The window is kept as generations,
-one per group commit round: a dict maps each hash to (generation, row), and a generation's arrays
-hold the rows' positions. Generations older than the window, or beyond `duplicateWindowMaxKeys`
-keys, are dropped; entries of dropped generations are ignored on lookup and swept from the dict
-when they outnumber the live ones.
+docs/protocol.md, "Duplicate sends"). The group-commit writer checks a whole round at once: the
+keys of all its sends are hashed to 64 bits together with their topic
+(:mod:`rocketspark.message.stable_hashes`, numpy over the Arrow string buffers) and looked up in
+numpy hash tables (:mod:`broker.store.key_table`), so no step runs Python per row. Two different
+keys share a 64-bit hash with a probability of about n^2 / 2^65 for n keys in the window (3e-8 at
+a million): then the second is taken for a duplicate.
 
 Internal topics are never deduplicated: retry, dead-letter and schedule topics re-store a message
 with its UNIQ_KEY on purpose.
@@ -16,15 +15,16 @@ with its UNIQ_KEY on purpose.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketspark.message.stable_hashes import GOLDEN, U64, binary_hashes, mix64
-
-_ROW_BITS = 32
+from broker.store.key_table import KeyTable, TableShape
+from rocketspark.message.stable_hashes import GOLDEN, U64, binary_hash, mix64
 
 
 def deduplicated_topic(topic: str) -> bool:
@@ -32,18 +32,24 @@ def deduplicated_topic(topic: str) -> bool:
     return not (topic.startswith("%") or topic.startswith("rmq_sys_") or topic == "SCHEDULE_TOPIC_XXXX")
 
 
-def key_hashes(topic: str, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """64-bit hashes of `topic` + each key, and the mask of rows that have a key (rows without one
-    hash to 0)."""
-    keys = keys.cast(pa.string())
-    present = pc.fill_null(pc.not_equal(pc.fill_null(keys, ""), ""), False).to_numpy(zero_copy_only=False)
-    result = np.zeros(len(keys), dtype=U64)
+def key_hashes(
+    topics: Sequence[str], counts: Sequence[int] | np.ndarray, keys: pa.Array
+) -> tuple[np.ndarray, np.ndarray]:
+    """64-bit hashes of topic + key for the rows of several sends at once, and the mask of the rows
+    that have a key. `keys` holds the keys of every send in turn; send i has counts[i] rows, all
+    for topics[i]."""
+    present = pc.fill_null(pc.greater(pc.binary_length(keys), 0), False).to_numpy(zero_copy_only=False)
     if not present.any():
-        return result, present
-    topic_hash = binary_hashes(pa.array([topic], pa.string()))[0][0]
+        return np.zeros(len(keys), dtype=U64), present
+    per_send = np.fromiter((_topic_hash(t) for t in topics), dtype=U64, count=len(topics))
     with np.errstate(over="ignore"):
-        result[present] = mix64(binary_hashes(keys)[0] ^ (topic_hash * U64(GOLDEN)))[present]
-    return result, present
+        hashes = mix64(binary_hash(keys) ^ (np.repeat(per_send, counts) * U64(GOLDEN)))
+    return hashes, present
+
+
+@lru_cache(maxsize=4096)
+def _topic_hash(topic: str) -> int:
+    return int(binary_hash(pa.array([topic], pa.string()))[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,56 +61,64 @@ class StoredAt:
     commit_log_offset: int
 
 
-@dataclass(slots=True)
-class _Generation:
-    number: int
-    store_timestamp: int
-    hashes: np.ndarray  # uint64
-    queue_ids: np.ndarray
+@dataclass(frozen=True, slots=True)
+class Found:
+    """The answer of a lookup: which hashes were stored within the window, and where."""
+
+    hit: np.ndarray  # bool, one per hash looked up
+    queue_ids: np.ndarray  # the rest: valid where `hit`
     queue_offsets: np.ndarray
     commit_log_offsets: np.ndarray
 
+    def at(self, row: int) -> StoredAt:
+        return StoredAt(int(self.queue_ids[row]), int(self.queue_offsets[row]), int(self.commit_log_offsets[row]))
+
 
 class DuplicateWindow:
+    """The keys stored within `window_seconds`, at least the `max_keys` newest of them.
+
+    Keys live in a few :class:`KeyTable` generations of `max_keys / GENERATIONS` keys each, filled
+    in turn; the oldest is dropped once there are more than GENERATIONS full ones, or once its
+    newest key left the window. So between `max_keys` and 1.5 x `max_keys` keys are kept, in
+    about 54 bytes each (81 MB at most for a million), and a lookup probes the three generations
+    with vectorised steps.
+    """
+
+    GENERATIONS = 2
+
     def __init__(self, window_seconds: int, max_keys: int) -> None:
         self.window_ms = window_seconds * 1000
         self.max_keys = max_keys
-        self._where: dict[int, int] = {}  # hash -> generation number << 32 | row
-        self._generations: deque[_Generation] = deque()
-        self._live_keys = 0
-        self._next_generation = 0
+        self._shape = TableShape(max(1, -(-max_keys // self.GENERATIONS)))
+        self._tables: deque[KeyTable] = deque()
+        # row i: the filter of the table made i-th, modulo the number of rows
+        self._filters = np.zeros((self.GENERATIONS + 1, self._shape.filter_words), dtype=U64)
+        self._made = 0
 
     @property
     def enabled(self) -> bool:
         return self.window_ms > 0
 
     def __len__(self) -> int:
-        return self._live_keys
+        return sum(table.size for table in self._tables)
 
-    def lookup(self, hashes: np.ndarray, now_ms: int) -> dict[int, StoredAt]:
-        """The hashes (as ints) among `hashes` stored within the window, with their first copy."""
-        self.expire(now_ms)
-        if not self._where or not len(hashes):
-            return {}
-        where = self._where
-        hits = {h: where[h] for h in filter(where.__contains__, hashes.tolist())}  # C-level scan
-        if not hits:
-            return {}
-        oldest = self._generations[0].number if self._generations else self._next_generation
+    def lookup(self, hashes: np.ndarray, now_ms: int) -> Found:
+        """Which of `hashes` were stored within the window, with their first copy."""
         cutoff = now_ms - self.window_ms
-        found: dict[int, StoredAt] = {}
-        for h, code in hits.items():
-            number, row = code >> _ROW_BITS, code & ((1 << _ROW_BITS) - 1)
-            if number < oldest:
-                continue
-            generation = self._generations[number - oldest]
-            if generation.store_timestamp < cutoff:
-                continue
-            found[h] = StoredAt(
-                int(generation.queue_ids[row]),
-                int(generation.queue_offsets[row]),
-                int(generation.commit_log_offsets[row]),
-            )
+        while self._tables and self._tables[0].newest_timestamp < cutoff:
+            self._tables.popleft()
+        n = len(hashes)
+        found = Found(np.zeros(n, dtype=bool), np.zeros(n, np.int32), np.zeros(n, np.int64), np.zeros(n, np.int64))
+        if not self._tables or not n:
+            return found
+        probe = self._shape.probe(hashes)
+        for table in self._tables:
+            rows, entries = table.find(probe, cutoff)
+            if len(rows):
+                found.hit[rows] = True
+                found.queue_ids[rows] = table.queue_ids[entries]
+                found.queue_offsets[rows] = table.queue_offsets[entries]
+                found.commit_log_offsets[rows] = table.commit_log_offsets[entries]
         return found
 
     def add(
@@ -115,41 +129,19 @@ class DuplicateWindow:
         queue_offsets: np.ndarray,
         commit_log_offsets: np.ndarray,
     ) -> None:
-        """Remember stored rows (of one round) that carry a key; a later lookup finds the first copy."""
-        if not len(hashes):
-            return
-        number = self._next_generation
-        self._next_generation += 1
-        self._generations.append(
-            _Generation(number, store_timestamp, hashes, queue_ids, queue_offsets, commit_log_offsets)
-        )
-        codes = np.arange(len(hashes), dtype=np.int64) + (number << _ROW_BITS)
-        self._where.update(zip(hashes.tolist(), codes.tolist(), strict=True))
-        self._live_keys += len(hashes)
-        self._trim()
-
-    def expire(self, now_ms: int) -> None:
-        cutoff = now_ms - self.window_ms
-        while self._generations and self._generations[0].store_timestamp < cutoff:
-            self._drop_oldest()
-        self._sweep()
-
-    def _trim(self) -> None:
-        while self._live_keys > self.max_keys and len(self._generations) > 1:
-            self._drop_oldest()
-        self._sweep()
-
-    def _drop_oldest(self) -> None:
-        self._live_keys -= len(self._generations.popleft().hashes)
-
-    def _sweep(self) -> None:
-        """Rebuild the dict from the live generations once dropped entries outnumber live ones."""
-        if len(self._where) <= 2 * self._live_keys + 1024:
-            return
-        self._where = {}
-        for generation in self._generations:
-            codes = np.arange(len(generation.hashes), dtype=np.int64) + (generation.number << _ROW_BITS)
-            self._where.update(zip(generation.hashes.tolist(), codes.tolist(), strict=True))
+        """Remember distinct keys not in the window, stored at `store_timestamp`."""
+        done = 0
+        while done < len(hashes):
+            if not self._tables or not self._tables[-1].room:
+                if len(self._tables) == self.GENERATIONS + 1:
+                    self._tables.popleft()  # its filter is the one the new table takes
+                self._tables.append(KeyTable(self._shape, self._filters[self._made % (self.GENERATIONS + 1)]))
+                self._made += 1
+            table = self._tables[-1]
+            part = slice(done, done + min(table.room, len(hashes) - done))
+            probe = self._shape.probe(hashes[part])
+            table.insert(store_timestamp, probe, queue_ids[part], queue_offsets[part], commit_log_offsets[part])
+            done = part.stop
 
     def add_stored_batch(self, batch: pa.RecordBatch, now_ms: int) -> None:
         """Recovery: remember the keyed rows of a stored batch stored within the window."""
@@ -164,20 +156,20 @@ class DuplicateWindow:
                 continue
             rows = np.flatnonzero(indices == number)
             keys = stored_uniq_keys(batch.column("properties").take(pa.array(rows)))
-            hashes, present = key_hashes(topic, keys)
-            rows = rows[present]
-            hashes = hashes[present]
-            unique, first = np.unique(hashes, return_index=True)
+            hashes, present = key_hashes([topic], [len(rows)], keys)
+            rows, hashes = rows[present], hashes[present]
+            hashes, first = np.unique(hashes, return_index=True)
             rows = rows[first]
-            fresh = np.array([h not in self._where for h in unique.tolist()], dtype=bool)
-            rows, unique = rows[fresh], unique[fresh]
-            self.add(
-                int(store_ts[rows].max()) if len(rows) else now_ms,
-                unique,
-                batch.column("queue_id").to_numpy()[rows],
-                batch.column("queue_offset").to_numpy()[rows],
-                batch.column("commit_log_offset").to_numpy()[rows],
-            )
+            fresh = ~self.lookup(hashes, now_ms).hit
+            rows, hashes = rows[fresh], hashes[fresh]
+            if len(rows):
+                self.add(
+                    int(store_ts[rows].max()),
+                    hashes,
+                    batch.column("queue_id").to_numpy()[rows],
+                    batch.column("queue_offset").to_numpy()[rows],
+                    batch.column("commit_log_offset").to_numpy()[rows],
+                )
 
 
 def stored_uniq_keys(properties: pa.Array) -> pa.Array:

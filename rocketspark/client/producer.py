@@ -72,8 +72,14 @@ class AsyncProducer:
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         default_topic_queue_nums: int = 4,
         use_arrow: bool = True,
+        hold_fixed_queues: bool = False,
         client_config: ClientConfig | None = None,
     ) -> None:
+        """`hold_fixed_queues`: a send to a fixed queue (explicit, or by sharding key) that fails
+        with a connection error, a broker missing from the route or a retriable answer is tried
+        again on that queue after a backoff until `send_timeout_ms`, instead of failing at once
+        (Java's behaviour). The Spark sink sends so: a broker's duplicate window only catches a
+        retried send that comes back to it."""
         if retry_times_when_send_failed < 0 or send_timeout_ms <= 0 or max_message_size <= 0:
             raise ValidationError("send_timeout_ms and max_message_size must be positive, retries not negative")
         self.group = group
@@ -85,6 +91,7 @@ class AsyncProducer:
         self.max_message_size = max_message_size
         self.default_topic_queue_nums = default_topic_queue_nums
         self.use_arrow = use_arrow
+        self.hold_fixed_queues = hold_fixed_queues
         self.instance: ClientInstance | None = None
         self._lifecycle = Lifecycle(f"producer {group}")
         self._selector = RoundRobinSelector()
@@ -265,6 +272,7 @@ class AsyncProducer:
             retries=self.retry_times_when_send_failed,
             timeout_s=(timeout_ms or self.send_timeout_ms) / 1000,
             fixed_queue=queue is not None or sharding_key is not None,
+            hold_queue=self.hold_fixed_queues,
             refresh_route=lambda: instance.route(topic, refresh=True),
         )
 

@@ -7,18 +7,22 @@ one deadline shared by every attempt; a send to a fixed queue (explicit, or by s
 so the send is tried again after an exponential backoff with jitter (as RocketMQ's clients back off
 when a broker asks for fewer requests), until the send's deadline rather than a number of times (a busy
 answer is a request to wait, not a failure), on another broker when there is one, on the same queue
-when the queue is fixed (order is kept: nothing was stored).
+when the queue is fixed (order is kept: nothing was stored). A producer that holds its fixed queues
+(`hold_queue`, the Spark sink's) treats every retriable failure of a fixed-queue send so: tried again
+on the same queue, after the same backoff, until the deadline, refreshing the route after a
+connection failure so that a broker back on a new address is found.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from rocketspark.errors import ResponseError, RocketMQError
+from rocketspark.errors import BrokerNotAvailableError, ResponseError, RocketMQError
 from rocketspark.message.queue import MessageQueue
 from rocketspark.remoting.codes import ResponseCode
 from rocketspark.remoting.errors import RemotingError, RemotingTimeoutError
@@ -56,6 +60,7 @@ async def send_with_retries(
     timeout_s: float,
     fixed_queue: bool,
     refresh_route: Callable[[], Awaitable[object]],
+    hold_queue: bool = False,
 ) -> T:
     """`attempt(queue, seconds left)` on `choose(broker to avoid)`'s queue until one succeeds.
 
@@ -67,6 +72,7 @@ async def send_with_retries(
     avoid: str | None = None
     pause_s = BUSY_BACKOFF_S
     retries_left = retries
+    holding = hold_queue and fixed_queue
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -74,12 +80,16 @@ async def send_with_retries(
         target = await choose(avoid)
         try:
             return await attempt(target, remaining)
-        except (RemotingError, ResponseError) as exc:
+        except (RemotingError, ResponseError, BrokerNotAvailableError) as exc:
             code = exc.code if isinstance(exc, ResponseError) else None
-            if code is not None and code not in RETRY_CODES:
+            if (code is not None and code not in RETRY_CODES) or (
+                isinstance(exc, BrokerNotAvailableError) and not holding
+            ):
                 raise
             failures.append(f"{target.broker_name}: {exc}")
-            if code == ResponseCode.SYSTEM_BUSY:  # nothing stored: back off and try again until the deadline
+            if holding and not isinstance(exc, ResponseError):  # the broker may be back on a new address
+                await _refresh_quietly(refresh_route)
+            if code == ResponseCode.SYSTEM_BUSY or holding:  # back off and try again until the deadline
                 avoid = None if fixed_queue else target.broker_name
                 jittered = pause_s * (0.5 + random.random() / 2)  # sends refused together do not return together
                 await asyncio.sleep(min(jittered, max(0.0, deadline - time.monotonic())))
@@ -92,6 +102,11 @@ async def send_with_retries(
             if code == ResponseCode.TOPIC_NOT_EXIST:
                 await refresh_route()
     raise SendError(_failed(topic, failures))
+
+
+async def _refresh_quietly(refresh_route: Callable[[], Awaitable[object]]) -> None:
+    with contextlib.suppress(RocketMQError):  # the name servers may be away too: the next attempt tells
+        await refresh_route()
 
 
 def _failed(topic: str, failures: list[str]) -> str:

@@ -1,7 +1,10 @@
 """Stable 64-bit hashes of the values of Arrow string and binary arrays, vectorised with numpy.
 
-Each byte string is hashed with a multilinear hash (the sum of its bytes times per-position 64-bit
-keys, modulo 2^64, then splitmix64's finaliser), twice with independent keys. Stable across
+Each byte string is hashed with a multilinear hash: zero-padded to whole 8-byte little-endian
+words, the sum of its words times per-position 64-bit keys, plus its length times a seed, modulo
+2^64, then splitmix64's finaliser; twice with independent keys. Working on words rather than bytes
+makes it about eight times less arithmetic, and when all values have one length (message ids,
+UNIQ_KEYs) the data is used as a matrix of words in place. Stable across
 processes and runs (unlike Python's `hash`), so the sink's deterministic message ids and the
 broker's duplicate window both use it.
 """
@@ -54,30 +57,56 @@ def _position_keys(which: int, length: int) -> np.ndarray:
 def binary_hashes(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Two independent 64-bit hashes of each value of a string or binary array (nulls hash to a
     constant of their own)."""
-    n = len(array)
-    if pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type):
-        array = array.cast(pa.binary())
-    buffers = array.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=np.int32)[array.offset : array.offset + n + 1].astype(np.int64)
-    start, end = int(offsets[0]), int(offsets[-1])
-    data = np.frombuffer(buffers[2], dtype=np.uint8)[start:end] if buffers[2] is not None and end > start else None
-    lengths = np.diff(offsets)
-    positions = np.arange(end - start, dtype=np.int64) - np.repeat(offsets[:-1] - start, lengths)
-    results = []
-    for which in (0, 1):
-        if data is None:
-            sums = np.zeros(n, dtype=U64)
-        else:
-            keys = _position_keys(which, int(lengths.max()))
-            with np.errstate(over="ignore"):
-                terms = data.astype(U64) * keys[positions]
-            totals = np.zeros(len(terms) + 1, dtype=U64)
-            np.cumsum(terms, out=totals[1:])
-            with np.errstate(over="ignore"):
-                sums = totals[offsets[1:] - start] - totals[offsets[:-1] - start]
+    layout = _Layout(array)
+    return layout.hash(0), layout.hash(1)
+
+
+def binary_hash(array: pa.Array) -> np.ndarray:
+    """The first of :func:`binary_hashes`, for callers that need one 64-bit hash."""
+    return _Layout(array).hash(0)
+
+
+class _Layout:
+    """Each value of a string or binary array as zero-padded 64-bit words, ready to hash."""
+
+    def __init__(self, array: pa.Array) -> None:
+        if pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type):
+            array = array.cast(pa.binary())
+        self.array = array
+        n = len(array)
+        buffers = array.buffers()
+        offsets = np.frombuffer(buffers[1], dtype=np.int32)[array.offset : array.offset + n + 1].astype(np.int64)
+        start, end = int(offsets[0]), int(offsets[-1])
+        data = np.frombuffer(buffers[2], dtype=np.uint8)[start:end] if buffers[2] is not None else np.empty(0, np.uint8)
+        self.lengths = np.diff(offsets)
+        word_counts = (self.lengths + 7) // 8
+        self.width = int(word_counts.max()) if n else 0
+        self.matrix: np.ndarray | None = None  # n x width words, when every value has one length
+        if n and int(self.lengths.min()) == int(self.lengths.max()):
+            length = int(self.lengths[0])
+            rows = np.zeros((n, self.width * 8), dtype=np.uint8)
+            rows[:, :length] = data.reshape(n, length)
+            self.matrix = rows.view("<u8")
+            return
+        word_offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(word_counts, out=word_offsets[1:])
+        padded = np.zeros(int(word_offsets[-1]) * 8, dtype=np.uint8)
+        byte_positions = np.arange(end - start, dtype=np.int64) - np.repeat(offsets[:-1] - start, self.lengths)
+        padded[byte_positions + np.repeat(word_offsets[:-1] * 8, self.lengths)] = data
+        self.words = padded.view("<u8")
+        self.word_offsets = word_offsets
+        self.word_positions = np.arange(len(self.words), dtype=np.int64) - np.repeat(word_offsets[:-1], word_counts)
+
+    def hash(self, which: int) -> np.ndarray:
+        keys = _position_keys(which, self.width)
         with np.errstate(over="ignore"):
-            hashed = mix64(sums + lengths.astype(U64) * U64(KEY_SEEDS[1 - which]) + U64(GOLDEN))
-        if array.null_count:
-            hashed[np.asarray(array.is_null().to_numpy(zero_copy_only=False))] = NULL_HASH
-        results.append(hashed)
-    return results[0], results[1]
+            if self.matrix is not None:
+                sums = (self.matrix * keys[: self.width]).sum(axis=1, dtype=U64)
+            else:
+                totals = np.zeros(len(self.words) + 1, dtype=U64)
+                np.cumsum(self.words * keys[self.word_positions], out=totals[1:])
+                sums = totals[self.word_offsets[1:]] - totals[self.word_offsets[:-1]]
+            hashed = mix64(sums + self.lengths.astype(U64) * U64(KEY_SEEDS[1 - which]) + U64(GOLDEN))
+        if self.array.null_count:
+            hashed[np.asarray(self.array.is_null().to_numpy(zero_copy_only=False))] = NULL_HASH
+        return hashed

@@ -35,9 +35,6 @@ class Outgoing:
     topic: str
     queue: MessageQueue | None
     batch: pa.RecordBatch  # PRODUCER_SCHEMA
-    #: the queue was chosen by the rows' ids, not by queueId or shardingKey: when its broker cannot
-    #: be reached the rows may go to another queue
-    by_id: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +122,8 @@ def _targets(batch: pa.RecordBatch, queue_counts: np.ndarray, place: RowPlace) -
     return targets
 
 
-def _chunks(topic: str, queue: MessageQueue | None, rows: pa.RecordBatch, size: int, by_id: bool) -> list[Outgoing]:
-    return [Outgoing(topic, queue, rows.slice(start, size), by_id) for start in range(0, rows.num_rows, size)]
+def _chunks(topic: str, queue: MessageQueue | None, rows: pa.RecordBatch, size: int) -> list[Outgoing]:
+    return [Outgoing(topic, queue, rows.slice(start, size)) for start in range(0, rows.num_rows, size)]
 
 
 def split_batch(
@@ -159,17 +156,14 @@ def split_batch(
     for topic, indices in row_topics.items():
         counts[indices] = len(queues[topic])
     targets = _targets(batch, counts, place)
-    by_id = np.zeros(batch.num_rows, dtype=bool)
     if id_hashes is not None:
         by_id = targets < 0
         targets[by_id] = (id_hashes[by_id] % counts[by_id].astype(np.uint64)).astype(np.int64)
-    keys = targets * 2 + by_id  # rows placed by id apart from rows a queueId or shardingKey put on the same queue
     outgoing: list[Outgoing] = []
     for topic, indices in row_topics.items():
-        for key in np.unique(keys[indices]):
-            mine = indices[keys[indices] == key]
+        for target in np.unique(targets[indices]).tolist():
+            mine = indices[targets[indices] == target]
             chosen = rows if len(mine) == batch.num_rows else rows.take(pa.array(mine))
-            target = int(key) // 2  # -1 stays -1: round robin
-            queue = queues[topic][target] if target >= 0 else None
-            outgoing += _chunks(topic, queue, chosen, options.batch_size, bool(key % 2))
+            queue = queues[topic][target] if target >= 0 else None  # -1: round robin
+            outgoing += _chunks(topic, queue, chosen, options.batch_size)
     return outgoing

@@ -5,12 +5,13 @@ Spark hands a task Arrow batches; each becomes producer batches for one destinat
 one after another in the order of the rows (rows of one sharding key stay in order); the others go
 concurrently. A task returns only when every send is acknowledged, so Spark counts a task done only
 when the brokers hold its rows; a send that fails after the producer's retries fails the task, and
-Spark runs it again (at-least-once). With deterministic ids (:mod:`rocketspark.spark.sink_ids`) the
-retry sends the same ids to the same queues, which brokers that detect duplicates store once.
+Spark runs it again. With deterministic ids (:mod:`rocketspark.spark.sink_ids`) the retry sends the
+same ids to the same queues, which brokers that detect duplicates store once.
 
-Rows placed on a queue by their id go to another broker when theirs cannot be reached (the
-producer does not fail a fixed queue over, so this module does, once the send to the row's own
-queue failed): the write keeps going as a round-robin write would, and the ids stay the same.
+The producer holds fixed queues (`hold_fixed_queues`): a send to a queue chosen by id, `queueId` or
+`shardingKey` that fails is tried again on that queue, after a backoff, until `sendTimeoutMs`; it is
+never moved to another broker, whose duplicate window would not know the first copy. A broker away
+for longer fails the task.
 
 The producer is started on first use and kept for the life of the Python worker: Spark ends workers
 with `os._exit`, so nothing here relies on an exit hook; the brokers expire producers that stop
@@ -31,7 +32,6 @@ import pyarrow as pa
 
 from rocketspark.client.api.send import SendResult
 from rocketspark.client.producer import AsyncProducer
-from rocketspark.client.send_retry import SendError
 from rocketspark.client.sync import shared_loop
 from rocketspark.message.queue import MessageQueue
 from rocketspark.spark import cluster
@@ -66,6 +66,7 @@ def producer_for(options: SinkOptions) -> AsyncProducer:
                 namesrv_addr=options.namesrv_addr,
                 send_timeout_ms=options.send_timeout_ms,
                 retry_times_when_send_failed=options.retries,
+                hold_fixed_queues=True,
             )
             cluster.run(producer.start())
             _producers[key] = producer
@@ -124,13 +125,7 @@ class SendPipeline:
         if previous is not None:
             await previous  # raises its failure: the task fails either way
         async with slots:
-            try:
-                return await self.producer.send_arrow(item.batch, item.topic, queue=item.queue)
-            except SendError as exc:
-                if not item.by_id:
-                    raise
-                log.warning("sending to %s failed (%s); sending those rows to another queue", item.queue, exc)
-                return await self.producer.send_arrow(item.batch, item.topic)
+            return await self.producer.send_arrow(item.batch, item.topic, queue=item.queue)
 
 
 def write_partition(

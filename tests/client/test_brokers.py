@@ -151,3 +151,34 @@ async def test_arrow_fallback_sends_fail_over_like_any_send(servers: ServerFacto
         assert int(stored["standardSendMessages"]) >= 80 and int(stored["arrowSendMessages"]) == 0
     finally:
         await remoting.close()
+
+
+async def test_a_producer_holding_fixed_queues_waits_for_a_restarting_broker(servers: ServerFactory, tmp_path) -> None:
+    """With `hold_fixed_queues` (the Spark sink's producer), a send to a queue of a killed broker is
+    tried again on that queue until the broker is back (on a new port); without it, it fails at once."""
+    namesrv = servers.namesrv()
+    data = tmp_path / "broker-b"
+    servers.broker(namesrv.address, broker_name="broker-a")
+    broker_b = servers.broker(namesrv.address, broker_name="broker-b", data_dir=data)
+    remoting = RemotingClient()
+    await admin.create_topic(remoting, broker_b.address, TopicConfig("Held", 2, 2))
+    await remoting.close()
+    holding = AsyncProducer(
+        "held_producer", namesrv_addr=namesrv.address, send_timeout_ms=60_000, hold_fixed_queues=True
+    )
+    plain = AsyncProducer("plain_producer", namesrv_addr=namesrv.address, send_timeout_ms=60_000)
+    async with holding, plain:
+        queue = (await holding.fetch_publish_queues("Held"))[1]
+        await plain.fetch_publish_queues("Held")
+        broker_b.kill()
+        started = time.monotonic()
+        with pytest.raises(RocketMQError):
+            await plain.send(Message("Held", b"not held"), queue=queue)
+        assert time.monotonic() - started < 10
+
+        held = asyncio.ensure_future(holding.send(Message("Held", b"held"), queue=queue))
+        await asyncio.sleep(2)
+        assert not held.done()  # still trying broker-b
+        servers.broker(namesrv.address, broker_name="broker-b", data_dir=data)  # back, on another port
+        result = await asyncio.wait_for(held, 50)
+    assert result.message_queue == queue

@@ -70,11 +70,13 @@ def fill(cluster: SparkCluster, topic: str, count: int) -> list[str]:
 def test_every_row_is_in_the_topic_after_a_broker_is_killed_mid_write(
     spark: SparkSession, servers: ServerFactory, tmp_path: Path, placement: str
 ) -> None:
-    """A stream from a topic of broker-a into a topic of both brokers; broker-b is killed (kill -9)
-    once it holds the first written rows. Round robin sends to broker-b fail over to broker-a; rows
-    whose sharding key hashes to a queue of broker-b cannot move, so the query fails (unless the
-    producers' routes dropped broker-b first). broker-b comes back on another port; the query run
-    again from its checkpoint must not send to the old one. Then every input row is in the topic."""
+    """A stream from a topic of broker-a into a topic of both brokers, written at-least-once
+    (`idempotentWrites=false`); broker-b is killed (kill -9) once it holds the first written rows.
+    Round robin sends to broker-b fail over to broker-a; rows whose sharding key hashes to a queue of
+    broker-b cannot move, so the query fails after `sendTimeoutMs` (unless the producers' routes
+    dropped broker-b first). broker-b comes back on another port; the query run again from its
+    checkpoint must not send to the old one. Then every input row is in the topic.
+    (tests/spark/test_exactly_once.py kills a broker under an exactly-once write.)"""
     brokers = Brokers(servers, tmp_path, *PATIENT_SENDS)
     cluster = brokers.cluster
     cluster.create_topic("KillIn", queues=2, on=("broker-a",))
@@ -92,6 +94,7 @@ def test_every_row_is_in_the_topic_after_a_broker_is_killed_mid_write(
         writer = frame.select("body", *(["shardingKey"] if placement == "sharding-key" else []))
         writer = writer.writeStream.format("rocketmq").option("nameserver", cluster.namesrv_addr)
         writer = writer.option("topic", "KillOut").option("checkpointLocation", str(checkpoint))
+        writer = writer.option("idempotentWrites", "false").option("sendTimeoutMs", "5000")
         return writer.trigger(availableNow=True).start()
 
     query = start()

@@ -171,6 +171,18 @@ def test_brokers_that_detect_duplicates_store_a_replayed_batch_once(
     assert len(stored) == first + second - ROWS_PER_BATCH  # the replayed batch's rows once
 
 
+def test_a_batch_write_with_a_transaction_run_twice_is_stored_once(spark: SparkSession, dedup: SparkCluster) -> None:
+    """Identical rows, in one partition and across partitions, are all stored; the second run of the
+    same transaction stores nothing."""
+    dedup.create_topic("OnceTxn")
+    frame = spark.range(0, 60, 1, 3).select((F.col("id") % 4).cast("string").alias("body"))
+    for _ in range(2):
+        write_batch(frame, dedup, "OnceTxn", txnAppId="nightly", txnVersion="7")
+    stored = read_ids(spark, dedup, "OnceTxn")
+    assert len(stored) == 60 and all(len(bodies) == 1 for bodies in stored.values())
+    assert sorted(b for bodies in stored.values() for b in bodies) == sorted(str(i % 4).encode() for i in range(60))
+
+
 def test_idempotent_batch_writes_need_a_transaction(spark: SparkSession, two_brokers: SparkCluster) -> None:
     two_brokers.create_topic("IdsRefused")
     frame = spark.range(3).select(F.col("id").cast("string").alias("body"))
