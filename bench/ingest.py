@@ -4,12 +4,15 @@ Three ways of sending 128-byte messages, each with ASYNC_FLUSH and SYNC_FLUSH:
 (a) single SEND_MESSAGE_V2 sends, 64 in flight (RocketMQ's `producer.sh -w 64`);
 (b) standard batches of 16, 64 in flight (`batchproducer.sh`);
 (c) Arrow batches of 10,000, 2 in flight.
-Only acknowledged messages count, and the count is checked against the queues' max offsets.
+Only acknowledged messages count, and the count is checked against the queues' max offsets. Each
+mode runs with ASYNC_FLUSH with the duplicate window (`duplicateWindowSeconds`) on and off in turn,
+WINDOW_PAIRS times, then with SYNC_FLUSH; the window's cost is the ratio of the medians.
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -110,16 +113,33 @@ async def run_mode(mode: str, flush: str, seconds: float, limit: int, window_s: 
     ]
 
 
+#: runs with the duplicate window on and off, alternating, per mode (the machine's speed drifts:
+#: pairs side by side, and the median of each side, make the ratio steadier than one run each)
+WINDOW_PAIRS = 3
+
+
 async def main(seconds: float, limit: int) -> None:
     rows = []
+    costs = []
     for mode in ("single", "batch16", "arrow10k"):
-        for flush in ("async", "sync"):
-            rows.append(await run_mode(mode, flush, seconds, limit))
-        # duplicate detection's cost: the same send with the window off, right after it ran on
-        rows.append(await run_mode(mode, "async", seconds, limit, window_s=0))
+        rates: dict[str, list[float]] = {"on": [], "off": []}
+        for _ in range(WINDOW_PAIRS):
+            for side, window_s in (("on", 600), ("off", 0)):
+                row = await run_mode(mode, "async", seconds, limit, window_s=window_s)
+                rows.append(row)
+                rates[side].append(float(row[5]))  # type: ignore[arg-type]
+        rows.append(await run_mode(mode, "sync", seconds, limit))
+        on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
+        costs.append([mode, round(on), round(off), round(on / off, 2)])
     record(
         "ingest",
         ["mode", "flush", "dup window", "messages", "seconds", "msg/s", "MB/s", "p50 ms", "p99 ms", "disk B/msg"],
         rows,
         {"body_bytes": len(BODY), "queues": QUEUES, "in_flight": {"single": 64, "batch16": 64, "arrow10k": 2}},
+    )
+    record(
+        "ingest-window",
+        ["mode", "window 600 s msg/s", "window off msg/s", "on / off"],
+        costs,
+        {"pairs": WINDOW_PAIRS, "flush": "ASYNC_FLUSH", "statistic": "median of each side"},
     )

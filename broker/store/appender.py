@@ -299,10 +299,11 @@ class CommitLogAppender:
                 self.fsyncs += 1
                 self._on_synced(placement.position + length)
             self._on_stored(placement, length, batch, current.sync)
-            self._remember(current)
         for request in current.requests:
             if not request.future.done():
                 request.future.set_result(_put_result(request, status))
+        if placement is not None:
+            self._remember(current)  # after the answers: the next round, which looks keys up, starts later
 
     def _deduplicate(self, requests: list[AppendRequest], now_ms: int) -> None:
         """Drop the rows whose UNIQ_KEY was stored within the window, or earlier in this round.
@@ -357,12 +358,18 @@ class CommitLogAppender:
         keyed = [r for r in current.requests if r.new_hashes is not None and len(r.new_hashes)]
         if window is None or not keyed:
             return
+        rows = np.concatenate([r.new_rows for r in keyed])
+        counts = [len(r.new_hashes) for r in keyed]  # type: ignore[arg-type]
+
+        def per_row(values: list[int]) -> np.ndarray:
+            return np.repeat(np.array(values, dtype=np.int64), counts)
+
         window.add(
             current.store_timestamp,
             np.concatenate([r.new_hashes for r in keyed]),
-            np.concatenate([np.full(len(r.new_hashes), r.queue_id, np.int64) for r in keyed]),  # type: ignore[arg-type]
-            np.concatenate([r.first_queue_offset + r.new_rows for r in keyed]),  # type: ignore[operator]
-            np.concatenate([r.first_commit_log_offset + r.new_rows for r in keyed]),  # type: ignore[operator]
+            per_row([r.queue_id for r in keyed]),
+            per_row([r.first_queue_offset for r in keyed]) + rows,
+            per_row([r.first_commit_log_offset for r in keyed]) + rows,
         )
 
     def _build_and_write(self, current: Round) -> tuple[pa.RecordBatch, int]:

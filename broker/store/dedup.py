@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker.store.key_table import KeyTable, TableShape
-from rocketspark.message.stable_hashes import GOLDEN, U64, binary_hash, mix64
+from rocketspark.message.stable_hashes import GOLDEN, U64, binary_hash, binary_hash_and_lengths, mix64
 
 
 def deduplicated_topic(topic: str) -> bool:
@@ -38,12 +38,13 @@ def key_hashes(
     """64-bit hashes of topic + key for the rows of several sends at once, and the mask of the rows
     that have a key. `keys` holds the keys of every send in turn; send i has counts[i] rows, all
     for topics[i]."""
-    present = pc.fill_null(pc.greater(pc.binary_length(keys), 0), False).to_numpy(zero_copy_only=False)
-    if not present.any():
-        return np.zeros(len(keys), dtype=U64), present
+    hashed, lengths = binary_hash_and_lengths(keys)
+    present = lengths > 0
+    if keys.null_count:
+        present &= keys.is_valid().to_numpy(zero_copy_only=False)
     per_send = np.fromiter((_topic_hash(t) for t in topics), dtype=U64, count=len(topics))
     with np.errstate(over="ignore"):
-        hashes = mix64(binary_hash(keys) ^ (np.repeat(per_send, counts) * U64(GOLDEN)))
+        hashes = mix64(hashed ^ (np.repeat(per_send, counts) * U64(GOLDEN)))
     return hashes, present
 
 

@@ -66,6 +66,12 @@ def binary_hash(array: pa.Array) -> np.ndarray:
     return _Layout(array).hash(0)
 
 
+def binary_hash_and_lengths(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`binary_hash`, and the length in bytes of each value."""
+    layout = _Layout(array)
+    return layout.hash(0), layout.lengths
+
+
 class _Layout:
     """Each value of a string or binary array as zero-padded 64-bit words, ready to hash."""
 

@@ -3,10 +3,11 @@
 Each task sends its rows through the process's producer (:mod:`rocketspark.spark.writing`) and
 reports what the brokers acknowledged; the driver's `commit` logs the batch's totals per queue and
 `abort` what had been sent before the batch failed. Rows a failed task had sent stay in the topic
-and its retry sends them again: the sink is at-least-once. With idempotent writes (the default for
-streaming writes) the retry sends them with the same ids (:mod:`rocketspark.spark.sink_ids`): the
-task's scope is the query and batch id Spark sets as local properties of a micro-batch's tasks, or a
-batch write's `txnAppId` and `txnVersion`.
+and its retry sends them again. With idempotent writes (the default for streaming writes) the retry
+sends them with the same ids to the same queues (:mod:`rocketspark.spark.sink_ids`), which brokers
+with a duplicate window store once (docs/spark.md, "Exactly-once"): the task's scope is the query
+and batch id Spark sets as local properties of a micro-batch's tasks, or a batch write's
+`txnAppId` and `txnVersion`. Without them the sink is at-least-once.
 """
 
 from __future__ import annotations
