@@ -167,8 +167,10 @@ async def test_a_producer_holding_fixed_queues_waits_for_a_restarting_broker(ser
         "held_producer", namesrv_addr=namesrv.address, send_timeout_ms=60_000, hold_fixed_queues=True
     )
     plain = AsyncProducer("plain_producer", namesrv_addr=namesrv.address, send_timeout_ms=60_000)
+    await asyncio.to_thread(wait_registered, namesrv.address, broker_b.address, ("Held",))
     async with holding, plain:
         queue = (await holding.fetch_publish_queues("Held"))[1]
+        assert queue.broker_name == "broker-b"
         await plain.fetch_publish_queues("Held")
         broker_b.kill()
         started = time.monotonic()
