@@ -7,7 +7,7 @@ import random
 from typing import Protocol
 
 from broker.context import HasAddress, HasConfig, HasStats, HasStore, HasStoreConfig, HasTopics
-from broker.store.appender import StandardMessage
+from broker.store.append_requests import StandardMessage
 from broker.store.results import PutResult, PutStatus
 from rocketspark.errors import ValidationError
 from rocketspark.message import properties as props

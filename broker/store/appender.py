@@ -5,6 +5,7 @@ assigns queue offsets and commit log offsets, builds ONE stored record batch fro
 it (and, under SYNC_FLUSH, fsyncs it) in the store's I/O thread, makes it visible to pulls, and
 only then answers every send of the round. While one round is on disk the next one gathers, so
 concurrent senders share a record batch and an fsync, and a lone sender pays no batching delay.
+Each round first drops the rows the duplicate window already holds (broker/store/round_duplicates.py).
 
 Back-pressure, as RocketMQ's send thread pool: a send is answered SYSTEM_BUSY at once when the
 queue already holds `sendThreadPoolQueueCapacity` sends or `sendQueueMaxBytes` body bytes, and
@@ -21,14 +22,15 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
 
 from broker.store import record
+from broker.store.append_requests import AppendRequest, StandardMessage, put_result
 from broker.store.commitlog import CommitLog, Placement, Segment
 from broker.store.config import FlushDiskType, StoreConfig
-from broker.store.dedup import DuplicateWindow, StoredAt, deduplicated_topic, key_hashes
-from broker.store.results import PutResult, PutStatus
+from broker.store.dedup import DuplicateWindow, deduplicated_topic
+from broker.store.results import PutStatus
+from broker.store.round_duplicates import arrow_key_hashes, deduplicate_round, remember_round
 from rocketspark.aio import wait_until
 from rocketspark.errors import RocketMQError
 from rocketspark.message.stored_batches import stored_batch_from_producer, stored_batch_from_rows
@@ -39,62 +41,6 @@ log = logging.getLogger(__name__)
 # Rounds of at least this many rows are checked for duplicates in the I/O thread, beside the event
 # loop (numpy lets go of the GIL); smaller ones on the loop, where a thread hop would cost more.
 _DEDUPLICATE_IN_IO_THREAD_ROWS = 2048
-
-
-@dataclass(frozen=True, slots=True)
-class StandardMessage:
-    """One message of a standard send, as its request carried it."""
-
-    body: bytes
-    properties: str  # RocketMQ's encoded form, system properties included
-    tags: str | None = None  # from the properties, parsed by the processor
-    keys: str | None = None
-    uniq_key: str | None = None
-    flag: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: str = ""
-    reconsume_times: int = 0
-    wait_store_ok: bool = True
-
-
-@dataclass(eq=False)
-class AppendRequest:
-    """Messages for one queue: standard messages (one or a batch), or one producer Arrow batch."""
-
-    topic: str
-    queue_id: int
-    future: asyncio.Future[PutResult]
-    messages: list[StandardMessage] | None = None
-    arrow: pa.RecordBatch | None = None  # PRODUCER_SCHEMA
-    arrow_properties: pa.StringArray | None = None  # encode_properties_column of `arrow`, when checked already
-    born_timestamp: int = 0  # for Arrow batches: the send's born time and host apply to every row
-    born_host: str = ""
-    wait_flush: bool = True
-    enqueued_at: float = field(default=0.0, init=False)  # event loop time
-    first_queue_offset: int = field(default=0, init=False)
-    first_commit_log_offset: int = field(default=0, init=False)
-    # duplicate detection, set once when the request first joins a round
-    deduplicated: bool = field(default=False, init=False)
-    kept: np.ndarray | None = field(default=None, init=False)  # rows of the send stored (None: all)
-    duplicate_of: dict[int, StoredAt | tuple[AppendRequest, int]] = field(default_factory=dict, init=False)
-    new_hashes: np.ndarray | None = field(default=None, init=False)  # key hashes of stored rows with a key
-    new_rows: np.ndarray | None = field(default=None, init=False)  # their rows among the stored ones
-    key_hashes: tuple[np.ndarray, np.ndarray] | None = field(default=None, init=False)  # Arrow: when submitted
-
-    @property
-    def count(self) -> int:
-        if self.messages is not None:
-            return len(self.messages)
-        assert self.arrow is not None
-        return int(self.arrow.num_rows)
-
-    @property
-    def body_bytes(self) -> int:
-        if self.messages is not None:
-            return sum(len(m.body) for m in self.messages)
-        assert self.arrow is not None
-        return int(self.arrow.column("body").nbytes or 0)
 
 
 @dataclass(slots=True)
@@ -169,7 +115,7 @@ class CommitLogAppender:
             )
         window = self._window
         if request.arrow is not None and window is not None and window.enabled and deduplicated_topic(request.topic):
-            request.key_hashes = _arrow_key_hashes(request)  # now, while the round before is on disk
+            request.key_hashes = arrow_key_hashes(request)  # now, while the round before is on disk
         loop = asyncio.get_running_loop()
         request.enqueued_at = loop.time()
         self._pending.append(request)
@@ -301,76 +247,17 @@ class CommitLogAppender:
             self._on_stored(placement, length, batch, current.sync)
         for request in current.requests:
             if not request.future.done():
-                request.future.set_result(_put_result(request, status))
+                request.future.set_result(put_result(request, status))
         if placement is not None:
             self._remember(current)  # after the answers: the next round, which looks keys up, starts later
 
     def _deduplicate(self, requests: list[AppendRequest], now_ms: int) -> None:
-        """Drop the rows whose UNIQ_KEY was stored within the window, or earlier in this round.
-
-        The whole round is hashed and looked up at once; Python runs per send only to hand out the
-        results, and per row only for the duplicates.
-        """
-        window = self._window
-        if window is None or not window.enabled:
-            return
-        sends = [r for r in requests if not r.deduplicated and deduplicated_topic(r.topic)]
-        if not sends:
-            return
-        for send in sends:
-            send.deduplicated = True
-        counts = np.fromiter((r.count for r in sends), dtype=np.int64, count=len(sends))
-        hashes, present = _round_key_hashes(sends)
-        if not present.any():
-            return
-        starts = np.cumsum(counts) - counts
-        keyed = np.flatnonzero(present)  # rows of the round that carry a key
-        send_of = np.searchsorted(starts, keyed, side="right") - 1
-        rows = keyed - starts[send_of]  # each keyed row's row within its send
-        hashes = hashes[keyed]
-        found = window.lookup(hashes, now_ms)
-        first_row = _first_rows(hashes)
-        duplicate = found.hit if first_row is None else found.hit | (first_row != np.arange(len(hashes)))
-        for j in np.flatnonzero(duplicate).tolist():
-            send = sends[send_of[j]]
-            if found.hit[j]:
-                send.duplicate_of[int(rows[j])] = found.at(j)
-            else:  # a later row of a key new in this round
-                assert first_row is not None
-                k = first_row[j]
-                send.duplicate_of[int(rows[j])] = (sends[send_of[k]], int(rows[k]))
-        for send in sends:
-            if send.duplicate_of:
-                _drop_rows(send)
-        new = ~duplicate
-        new_send, new_rows, new_hashes = send_of[new], rows[new], hashes[new]
-        bounds = np.searchsorted(new_send, np.arange(len(sends) + 1))
-        for i, send in enumerate(sends):
-            lo, hi = int(bounds[i]), int(bounds[i + 1])
-            if lo == hi:
-                continue
-            send.new_hashes = new_hashes[lo:hi]
-            send.new_rows = new_rows[lo:hi] if send.kept is None else np.searchsorted(send.kept, new_rows[lo:hi])
+        if self._window is not None and self._window.enabled:
+            deduplicate_round(self._window, requests, now_ms)
 
     def _remember(self, current: Round) -> None:
-        """Add the keys a written round stored to the duplicate window."""
-        window = self._window
-        keyed = [r for r in current.requests if r.new_hashes is not None and len(r.new_hashes)]
-        if window is None or not keyed:
-            return
-        rows = np.concatenate([r.new_rows for r in keyed])
-        counts = [len(r.new_hashes) for r in keyed]  # type: ignore[arg-type]
-
-        def per_row(values: list[int]) -> np.ndarray:
-            return np.repeat(np.array(values, dtype=np.int64), counts)
-
-        window.add(
-            current.store_timestamp,
-            np.concatenate([r.new_hashes for r in keyed]),
-            per_row([r.queue_id for r in keyed]),
-            per_row([r.first_queue_offset for r in keyed]) + rows,
-            per_row([r.first_commit_log_offset for r in keyed]) + rows,
-        )
+        if self._window is not None:
+            remember_round(self._window, current.requests, current.store_timestamp)
 
     def _build_and_write(self, current: Round) -> tuple[pa.RecordBatch, int]:
         """Build the round's stored batch and write it (I/O thread)."""
@@ -449,91 +336,6 @@ class CommitLogAppender:
         for request in requests:
             if not request.future.done():
                 request.future.set_exception(exc)
-
-
-def _first_rows(hashes: np.ndarray) -> np.ndarray | None:
-    """For each hash, the first row with that hash; None when no hash repeats (the usual case,
-    which a sort tells five times faster than np.unique)."""
-    ordered = np.sort(hashes)
-    if not (ordered[1:] == ordered[:-1]).any():
-        return None
-    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-    result: np.ndarray = first[inverse]
-    return result
-
-
-def _round_key_hashes(sends: list[AppendRequest]) -> tuple[np.ndarray, np.ndarray]:
-    """The key hashes of every row of `sends`, in order, and which rows have a key: Arrow sends
-    bring theirs (hashed when submitted), standard sends are hashed here all at once."""
-    standard = [s for s in sends if s.messages is not None]
-    if standard:
-        keys = pa.array([m.uniq_key for s in standard for m in s.messages or ()], pa.string())
-        standard_hashes, standard_present = key_hashes([s.topic for s in standard], [s.count for s in standard], keys)
-    hashes: list[np.ndarray] = []
-    present: list[np.ndarray] = []
-    at = 0
-    for send in sends:
-        if send.messages is not None:
-            hashes.append(standard_hashes[at : at + send.count])
-            present.append(standard_present[at : at + send.count])
-            at += send.count
-        else:
-            send_hashes, send_present = send.key_hashes or _arrow_key_hashes(send)
-            hashes.append(send_hashes)
-            present.append(send_present)
-    if len(hashes) == 1:
-        return hashes[0], present[0]
-    return np.concatenate(hashes), np.concatenate(present)
-
-
-def _arrow_key_hashes(send: AppendRequest) -> tuple[np.ndarray, np.ndarray]:
-    assert send.arrow is not None
-    return key_hashes([send.topic], [send.count], send.arrow.column("uniq_key").cast(pa.string()))
-
-
-def _drop_rows(send: AppendRequest) -> None:
-    """Keep only the rows of `send` that are not duplicates."""
-    keep = np.ones(send.count, dtype=bool)
-    keep[list(send.duplicate_of)] = False
-    send.kept = np.flatnonzero(keep)
-    if send.messages is not None:
-        send.messages = [send.messages[i] for i in send.kept.tolist()]
-        return
-    assert send.arrow is not None
-    mask = pa.array(keep)
-    send.arrow = send.arrow.filter(mask)
-    if send.arrow_properties is not None:
-        send.arrow_properties = send.arrow_properties.filter(mask)
-
-
-def _position(request: AppendRequest, row: int) -> StoredAt:
-    """Where row `row` of a send placed in this round went."""
-    index = row if request.kept is None else int(np.searchsorted(request.kept, row))
-    return StoredAt(request.queue_id, request.first_queue_offset + index, request.first_commit_log_offset + index)
-
-
-def _put_result(request: AppendRequest, status: PutStatus) -> PutResult:
-    if not request.duplicate_of:
-        return PutResult(
-            status, request.queue_id, request.first_queue_offset, request.count, request.first_commit_log_offset
-        )
-    duplicates = {
-        row: where if isinstance(where, StoredAt) else _position(*where) for row, where in request.duplicate_of.items()
-    }
-    row_offsets = None
-    if request.messages is not None:
-        total = request.count + len(duplicates)
-        row_offsets = tuple(
-            duplicates[row].commit_log_offset if row in duplicates else _position(request, row).commit_log_offset
-            for row in range(total)
-        )
-    if request.count:
-        first = StoredAt(request.queue_id, request.first_queue_offset, request.first_commit_log_offset)
-    else:
-        first = duplicates[0]
-    return PutResult(
-        status, first.queue_id, first.queue_offset, request.count, first.commit_log_offset, len(duplicates), row_offsets
-    )
 
 
 def _busy(reason: str, *, timeout: bool = False) -> RocketMQError:

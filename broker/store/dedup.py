@@ -14,6 +14,8 @@ with its UNIQ_KEY on purpose.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,8 +25,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from broker.store.commitlog import CommitLog
 from broker.store.key_table import KeyTable, TableShape
 from rocketspark.message.stable_hashes import GOLDEN, U64, binary_hash, binary_hash_and_lengths, mix64
+
+log = logging.getLogger(__name__)
 
 
 def deduplicated_topic(topic: str) -> bool:
@@ -143,6 +148,30 @@ class DuplicateWindow:
             probe = self._shape.probe(hashes[part])
             table.insert(store_timestamp, probe, queue_ids[part], queue_offsets[part], commit_log_offsets[part])
             done = part.stop
+
+    def recover(self, commit_log: CommitLog, end: int) -> None:
+        """At startup: rebuild the window from the commit log's batches stored within it, newest
+        first, up to `max_keys` rows (blocking: the store's recovery runs in its I/O thread)."""
+        if not self.enabled:
+            return
+        now = int(time.time() * 1000)
+        cutoff = now - self.window_ms
+        recent: list[pa.RecordBatch] = []
+        rows = 0
+        for position in reversed(commit_log.batches_between(commit_log.min_offset, end)):
+            batch = commit_log.load(position).select(
+                ["topic", "queue_id", "queue_offset", "commit_log_offset", "store_timestamp", "properties"]
+            )
+            if not batch.num_rows or int(pc.max(batch.column("store_timestamp")).as_py()) < cutoff:
+                break
+            recent.append(batch)
+            rows += batch.num_rows
+            if rows >= self.max_keys:
+                break
+        for batch in reversed(recent):
+            self.add_stored_batch(batch, now)
+        if recent:
+            log.info("duplicate window: %d keys from %d recent batches", len(self), len(recent))
 
     def add_stored_batch(self, batch: pa.RecordBatch, now_ms: int) -> None:
         """Recovery: remember the keyed rows of a stored batch stored within the window."""

@@ -18,7 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.store.appender import AppendRequest, CommitLogAppender, StandardMessage
+from broker.store.append_requests import AppendRequest, StandardMessage
+from broker.store.appender import CommitLogAppender
 from broker.store.checkpoint import Checkpoint
 from broker.store.commitlog import CommitLog, Placement
 from broker.store.config import FlushDiskType, StoreConfig
@@ -158,7 +159,7 @@ class MessageStore:
             assert segment is not None
             self._dispatch(position, segment.start, batch)
         self._dispatched = end
-        self._recover_duplicate_window(end)
+        self.duplicates.recover(self.commit_log, end)
         for queue in self.queues.values():
             queue.drop_below(self.commit_log.min_offset)
             queue.delete_files_below(queue.min_offset)
@@ -171,29 +172,6 @@ class MessageStore:
             len(self.queues),
             len(positions),
         )
-
-    def _recover_duplicate_window(self, end: int) -> None:
-        """Rebuild the duplicate window from the batches stored within it (newest batches first found)."""
-        if not self.duplicates.enabled:
-            return
-        now = int(time.time() * 1000)
-        cutoff = now - self.duplicates.window_ms
-        recent: list[pa.RecordBatch] = []
-        rows = 0
-        for position in reversed(self.commit_log.batches_between(self.commit_log.min_offset, end)):
-            batch = self.commit_log.load(position).select(
-                ["topic", "queue_id", "queue_offset", "commit_log_offset", "store_timestamp", "properties"]
-            )
-            if not batch.num_rows or int(pc.max(batch.column("store_timestamp")).as_py()) < cutoff:
-                break
-            recent.append(batch)
-            rows += batch.num_rows
-            if rows >= self.duplicates.max_keys:
-                break
-        for batch in reversed(recent):
-            self.duplicates.add_stored_batch(batch, now)
-        if recent:
-            log.info("duplicate window: %d keys from %d recent batches", len(self.duplicates), len(recent))
 
     def _load_queues(self) -> None:
         root = self.config.consume_queue_dir

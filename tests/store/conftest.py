@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from broker.store.appender import StandardMessage
+from broker.store.append_requests import StandardMessage
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
 from rocketspark.message.properties import encode_properties

@@ -1,0 +1,98 @@
+"""What the commit log writer takes in (a send's messages for one queue) and what it answers."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from broker.store.dedup import StoredAt
+from broker.store.results import PutResult, PutStatus
+
+
+@dataclass(frozen=True, slots=True)
+class StandardMessage:
+    """One message of a standard send, as its request carried it."""
+
+    body: bytes
+    properties: str  # RocketMQ's encoded form, system properties included
+    tags: str | None = None  # from the properties, parsed by the processor
+    keys: str | None = None
+    uniq_key: str | None = None
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = ""
+    reconsume_times: int = 0
+    wait_store_ok: bool = True
+
+
+@dataclass(eq=False)
+class AppendRequest:
+    """Messages for one queue: standard messages (one or a batch), or one producer Arrow batch."""
+
+    topic: str
+    queue_id: int
+    future: asyncio.Future[PutResult]
+    messages: list[StandardMessage] | None = None
+    arrow: pa.RecordBatch | None = None  # PRODUCER_SCHEMA
+    arrow_properties: pa.StringArray | None = None  # encode_properties_column of `arrow`, when checked already
+    born_timestamp: int = 0  # for Arrow batches: the send's born time and host apply to every row
+    born_host: str = ""
+    wait_flush: bool = True
+    enqueued_at: float = field(default=0.0, init=False)  # event loop time
+    first_queue_offset: int = field(default=0, init=False)
+    first_commit_log_offset: int = field(default=0, init=False)
+    # duplicate detection, set once when the request first joins a round
+    deduplicated: bool = field(default=False, init=False)
+    kept: np.ndarray | None = field(default=None, init=False)  # rows of the send stored (None: all)
+    duplicate_of: dict[int, StoredAt | tuple[AppendRequest, int]] = field(default_factory=dict, init=False)
+    new_hashes: np.ndarray | None = field(default=None, init=False)  # key hashes of stored rows with a key
+    new_rows: np.ndarray | None = field(default=None, init=False)  # their rows among the stored ones
+    key_hashes: tuple[np.ndarray, np.ndarray] | None = field(default=None, init=False)  # Arrow: when submitted
+
+    @property
+    def count(self) -> int:
+        if self.messages is not None:
+            return len(self.messages)
+        assert self.arrow is not None
+        return int(self.arrow.num_rows)
+
+    @property
+    def body_bytes(self) -> int:
+        if self.messages is not None:
+            return sum(len(m.body) for m in self.messages)
+        assert self.arrow is not None
+        return int(self.arrow.column("body").nbytes or 0)
+
+
+def position(request: AppendRequest, row: int) -> StoredAt:
+    """Where row `row` of a send placed in this round went."""
+    index = row if request.kept is None else int(np.searchsorted(request.kept, row))
+    return StoredAt(request.queue_id, request.first_queue_offset + index, request.first_commit_log_offset + index)
+
+
+def put_result(request: AppendRequest, status: PutStatus) -> PutResult:
+    if not request.duplicate_of:
+        return PutResult(
+            status, request.queue_id, request.first_queue_offset, request.count, request.first_commit_log_offset
+        )
+    duplicates = {
+        row: where if isinstance(where, StoredAt) else position(*where) for row, where in request.duplicate_of.items()
+    }
+    row_offsets = None
+    if request.messages is not None:
+        total = request.count + len(duplicates)
+        row_offsets = tuple(
+            duplicates[row].commit_log_offset if row in duplicates else position(request, row).commit_log_offset
+            for row in range(total)
+        )
+    if request.count:
+        first = StoredAt(request.queue_id, request.first_queue_offset, request.first_commit_log_offset)
+    else:
+        first = duplicates[0]
+    return PutResult(
+        status, first.queue_id, first.queue_offset, request.count, first.commit_log_offset, len(duplicates), row_offsets
+    )

@@ -1,0 +1,135 @@
+"""Duplicate detection in the commit log writer: a round's sends checked against the window at once.
+
+:func:`deduplicate_round` runs before a round is placed: it drops the rows whose UNIQ_KEY the window
+holds (or an earlier row of the round carries) and notes, per send, where each dropped row's first
+copy is and which new keys it brings; :func:`remember_round` adds those keys once the round is
+written. See :mod:`broker.store.dedup` for the window itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from broker.store.append_requests import AppendRequest
+from broker.store.dedup import DuplicateWindow, deduplicated_topic, key_hashes
+
+
+def deduplicate_round(window: DuplicateWindow, requests: list[AppendRequest], now_ms: int) -> None:
+    """Drop the rows whose UNIQ_KEY was stored within the window, or earlier in this round.
+
+    The whole round is hashed and looked up at once; Python runs per send only to hand out the
+    results, and per row only for the duplicates.
+    """
+    sends = [r for r in requests if not r.deduplicated and deduplicated_topic(r.topic)]
+    if not sends:
+        return
+    for send in sends:
+        send.deduplicated = True
+    counts = np.fromiter((r.count for r in sends), dtype=np.int64, count=len(sends))
+    hashes, present = _round_key_hashes(sends)
+    if not present.any():
+        return
+    starts = np.cumsum(counts) - counts
+    keyed = np.flatnonzero(present)  # rows of the round that carry a key
+    send_of = np.searchsorted(starts, keyed, side="right") - 1
+    rows = keyed - starts[send_of]  # each keyed row's row within its send
+    hashes = hashes[keyed]
+    found = window.lookup(hashes, now_ms)
+    first_row = _first_rows(hashes)
+    duplicate = found.hit if first_row is None else found.hit | (first_row != np.arange(len(hashes)))
+    for j in np.flatnonzero(duplicate).tolist():
+        send = sends[send_of[j]]
+        if found.hit[j]:
+            send.duplicate_of[int(rows[j])] = found.at(j)
+        else:  # a later row of a key new in this round
+            assert first_row is not None
+            k = first_row[j]
+            send.duplicate_of[int(rows[j])] = (sends[send_of[k]], int(rows[k]))
+    for send in sends:
+        if send.duplicate_of:
+            _drop_rows(send)
+    new = ~duplicate
+    new_send, new_rows, new_hashes = send_of[new], rows[new], hashes[new]
+    bounds = np.searchsorted(new_send, np.arange(len(sends) + 1))
+    for i, send in enumerate(sends):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        if lo == hi:
+            continue
+        send.new_hashes = new_hashes[lo:hi]
+        send.new_rows = new_rows[lo:hi] if send.kept is None else np.searchsorted(send.kept, new_rows[lo:hi])
+
+
+def remember_round(window: DuplicateWindow, requests: list[AppendRequest], store_timestamp: int) -> None:
+    """Add the keys a written round stored to the duplicate window."""
+    keyed = [r for r in requests if r.new_hashes is not None and len(r.new_hashes)]
+    if not keyed:
+        return
+    rows = np.concatenate([r.new_rows for r in keyed])
+    counts = [len(r.new_hashes) for r in keyed]  # type: ignore[arg-type]
+
+    def per_row(values: list[int]) -> np.ndarray:
+        return np.repeat(np.array(values, dtype=np.int64), counts)
+
+    window.add(
+        store_timestamp,
+        np.concatenate([r.new_hashes for r in keyed]),
+        per_row([r.queue_id for r in keyed]),
+        per_row([r.first_queue_offset for r in keyed]) + rows,
+        per_row([r.first_commit_log_offset for r in keyed]) + rows,
+    )
+
+
+def _first_rows(hashes: np.ndarray) -> np.ndarray | None:
+    """For each hash, the first row with that hash; None when no hash repeats (the usual case,
+    which a sort tells five times faster than np.unique)."""
+    ordered = np.sort(hashes)
+    if not (ordered[1:] == ordered[:-1]).any():
+        return None
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    result: np.ndarray = first[inverse]
+    return result
+
+
+def _round_key_hashes(sends: list[AppendRequest]) -> tuple[np.ndarray, np.ndarray]:
+    """The key hashes of every row of `sends`, in order, and which rows have a key: Arrow sends
+    bring theirs (hashed when submitted), standard sends are hashed here all at once."""
+    standard = [s for s in sends if s.messages is not None]
+    if standard:
+        keys = pa.array([m.uniq_key for s in standard for m in s.messages or ()], pa.string())
+        standard_hashes, standard_present = key_hashes([s.topic for s in standard], [s.count for s in standard], keys)
+    hashes: list[np.ndarray] = []
+    present: list[np.ndarray] = []
+    at = 0
+    for send in sends:
+        if send.messages is not None:
+            hashes.append(standard_hashes[at : at + send.count])
+            present.append(standard_present[at : at + send.count])
+            at += send.count
+        else:
+            send_hashes, send_present = send.key_hashes or arrow_key_hashes(send)
+            hashes.append(send_hashes)
+            present.append(send_present)
+    if len(hashes) == 1:
+        return hashes[0], present[0]
+    return np.concatenate(hashes), np.concatenate(present)
+
+
+def arrow_key_hashes(send: AppendRequest) -> tuple[np.ndarray, np.ndarray]:
+    assert send.arrow is not None
+    return key_hashes([send.topic], [send.count], send.arrow.column("uniq_key").cast(pa.string()))
+
+
+def _drop_rows(send: AppendRequest) -> None:
+    """Keep only the rows of `send` that are not duplicates."""
+    keep = np.ones(send.count, dtype=bool)
+    keep[list(send.duplicate_of)] = False
+    send.kept = np.flatnonzero(keep)
+    if send.messages is not None:
+        send.messages = [send.messages[i] for i in send.kept.tolist()]
+        return
+    assert send.arrow is not None
+    mask = pa.array(keep)
+    send.arrow = send.arrow.filter(mask)
+    if send.arrow_properties is not None:
+        send.arrow_properties = send.arrow_properties.filter(mask)
