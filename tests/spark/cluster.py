@@ -137,6 +137,13 @@ class SparkCluster:
         return asyncio.run(ask())
 
 
+def two_brokers_on(factory: ServerFactory, *extra: str) -> SparkCluster:
+    """A name server with broker-a and broker-b; `extra`: flags both brokers start with."""
+    namesrv = factory.namesrv()
+    brokers = {name: factory.broker(namesrv.address, *extra, broker_name=name) for name in ("broker-a", "broker-b")}
+    return SparkCluster(namesrv, brokers)
+
+
 class Brokers:
     """A name server with broker-a and broker-b; broker-b can crash and come back with its data."""
 

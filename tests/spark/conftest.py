@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 
 from rocketspark.spark.session import local_session
 from tests.harness import ServerFactory
-from tests.spark.cluster import Brokers, SparkCluster
+from tests.spark.cluster import Brokers, SparkCluster, two_brokers_on
 
 
 @pytest.fixture(scope="session")
@@ -31,9 +31,7 @@ def two_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClust
     """A name server with brokers broker-a and broker-b, shared by a module's tests (distinct topics)."""
     factory = ServerFactory(tmp_path_factory.mktemp("spark-cluster"))
     try:
-        namesrv = factory.namesrv()
-        brokers = {name: factory.broker(namesrv.address, broker_name=name) for name in ("broker-a", "broker-b")}
-        yield SparkCluster(namesrv, brokers)
+        yield two_brokers_on(factory)
     finally:
         factory.stop_all()
 

@@ -64,10 +64,16 @@ def expected_frame(spark: SparkSession, rows: list[Row]) -> DataFrame:
     return spark.createDataFrame(rows, StructType([SOURCE_SCHEMA[name] for name in COLUMNS]))
 
 
+def newest(checkpoint: Path, log: str) -> int:
+    """The newest batch id in the checkpoint's `offsets` or `commits` log (-1 if none)."""
+    return max((int(p.name) for p in (checkpoint / log).iterdir() if p.name.isdigit()), default=-1)
+
+
 def forget_last_commit(checkpoint: Path) -> int:
     """Delete the newest commit record (and its checksum) as if the query died before committing it."""
     commits = checkpoint / "commits"
-    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    last = newest(checkpoint, "commits")
+    assert last >= 0, "no batch was committed"
     (commits / str(last)).unlink()
     (commits / f".{last}.crc").unlink(missing_ok=True)
     return last

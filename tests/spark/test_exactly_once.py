@@ -16,7 +16,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from tests.harness import ServerFactory
 from tests.spark.cluster import Brokers, SparkCluster
-from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, stream, wait_for
+from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, newest, stream, wait_for
 from tests.spark.test_sink_brokers import PATIENT_SENDS, fill, stored_on
 
 
@@ -47,11 +47,6 @@ def start_copy(
     for key, value in sink.items():
         writer = writer.option(key, value)
     return writer.trigger(availableNow=True).start()
-
-
-def newest(checkpoint: Path, log: str) -> int:
-    """The newest batch id in the checkpoint's `offsets` or `commits` log (-1 if none)."""
-    return max((int(p.name) for p in (checkpoint / log).iterdir() if p.name.isdigit()), default=-1)
 
 
 def finish(query: StreamingQuery) -> None:

@@ -21,19 +21,14 @@ from rocketspark.message.producer_batches import producer_batch
 from rocketspark.spark.sink_ids import IdScope, month_ms
 from rocketspark.spark.sink_options import parse_sink
 from tests.harness import ServerFactory
-from tests.spark.cluster import SparkCluster
+from tests.spark.cluster import SparkCluster, two_brokers_on
 from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit
 
 ROWS_PER_BATCH = 40
 
 
 def _cluster(factory: ServerFactory, window_s: int) -> SparkCluster:
-    namesrv = factory.namesrv()
-    setting = f"duplicateWindowSeconds={window_s}"
-    brokers = {
-        name: factory.broker(namesrv.address, "--set", setting, broker_name=name) for name in ("broker-a", "broker-b")
-    }
-    return SparkCluster(namesrv, brokers)
+    return two_brokers_on(factory, "--set", f"duplicateWindowSeconds={window_s}")
 
 
 @pytest.fixture(scope="module")
