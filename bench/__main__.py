@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from bench import consume, ingest, latency, spark_sink, spark_source
+from bench import consume, ingest, latency, spark_sink, spark_source, vs_redis
 from bench.environment import describe
 from rocketspark.serving import run_event_loop
 
@@ -16,6 +16,7 @@ SCENARIOS = {
     "latency": (latency.main, "send-to-receipt latency at 1,000 msg/s with long polling"),
     "spark-source": (spark_source.main, "Spark AvailableNow read into the noop sink vs an in-memory ceiling"),
     "spark-sink": (spark_sink.main, "df.write of 128-byte bodies vs a discarding Python writer and Arrow ingest"),
+    "vs-redis": (vs_redis.main, "thin clients, one request in flight: the bundled broker against Redis Streams"),
 }
 DEFAULT_MESSAGES = {
     "ingest": 10_000_000,
@@ -23,6 +24,7 @@ DEFAULT_MESSAGES = {
     "latency": 1_000_000,
     "spark-source": 4_000_000,
     "spark-sink": 2_000_000,
+    "vs-redis": 200_000,
 }
 
 

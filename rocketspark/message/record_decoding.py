@@ -9,7 +9,6 @@ properties out of the input as Arrow arrays: :func:`decode_records` gives Messag
 from __future__ import annotations
 
 import ipaddress
-import struct
 from typing import NamedTuple
 
 import numpy as np
@@ -29,20 +28,19 @@ from rocketspark.message.record_layout import (
     IPV6_HOST,
     MAGIC_V1,
     MAGIC_V2,
-    MIN_RECORD,
     NUMERIC,
     NUMERIC_NAMES,
     PREFIX_WITHOUT_HOSTS,
     SYS_FLAG_POSITION,
     record_prefix,
 )
+from rocketspark.message.record_scalar import SMALL_RECORDS, RecordDecodeError, decode_small, record_bounds
 from rocketspark.message.stored_batches import stored_batch
 
-_TOTAL_SIZE = struct.Struct(">i")
+__all__ = ["RecordDecodeError", "decode_records", "decode_records_to_batch", "record_starts"]
 
-
-class RecordDecodeError(ValueError):
-    """The bytes are not a well-formed concatenation of message records."""
+#: inputs larger than SMALL_RECORDS records of this size go to the whole-batch path at once
+_SMALL_RECORD_BYTES = 16 * 1024
 
 
 class _Hosts(NamedTuple):
@@ -91,29 +89,9 @@ def _read(data: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarra
     return raw.view(dtype)[:, 0].astype(np.int64)
 
 
-def _record_starts(data: bytes | memoryview) -> np.ndarray:
+def record_starts(data: bytes | memoryview) -> np.ndarray:
     """Where each record starts: the only Python loop, which follows the TOTALSIZE fields."""
-    size = len(data)
-    starts: list[int] = []
-    append = starts.append
-    unpack = _TOTAL_SIZE.unpack_from
-    position = 0
-    try:
-        while position < size:
-            (total,) = unpack(data, position)
-            if total < MIN_RECORD:
-                raise RecordDecodeError(f"record {len(starts)} at byte {position}: TOTALSIZE {total} is too small")
-            append(position)
-            position += total
-    except struct.error:
-        raise RecordDecodeError(f"truncated: {size - position} bytes at byte {position} cannot hold a record") from None
-    if position > size:
-        last = starts[-1]
-        raise RecordDecodeError(
-            f"truncated: record {len(starts) - 1} at byte {last} has TOTALSIZE {position - last} "
-            f"but only {size - last} bytes remain"
-        )
-    return np.array(starts, dtype=np.int64)
+    return np.array(record_bounds(data)[:-1], dtype=np.int64)
 
 
 def _host_strings(raw: np.ndarray) -> _Hosts:
@@ -210,7 +188,7 @@ def _decode(data: bytes | memoryview, decompress: bool) -> _Records:
     view = memoryview(data).cast("B") if isinstance(data, memoryview) else data
     buffer = pa.py_buffer(view)
     raw = np.frombuffer(buffer, dtype=np.uint8)
-    layout = _locate(raw, _record_starts(view))
+    layout = _locate(raw, record_starts(view))
     head, born, store = _fixed_fields(buffer, layout)
     body = binary_from_ranges(buffer, layout.body_at, layout.body_at + layout.body_length, pa.binary())
     topic = binary_from_ranges(buffer, layout.topic_at, layout.topic_at + layout.topic_length, pa.string())
@@ -236,8 +214,11 @@ def decode_records(data: bytes | memoryview, *, broker_name: str = "", decompres
 
     Compressed bodies are inflated (and the COMPRESSED bit cleared) unless `decompress` is false.
     `msg_id` is the producer's UNIQ_KEY when set, else the offset msgId, as Java's `getMsgId`.
-    Raises RecordDecodeError for truncated or corrupt input.
+    Raises RecordDecodeError for truncated or corrupt input. A few records are decoded one at a
+    time (:mod:`rocketspark.message.record_scalar`), more with numpy over all of them.
     """
+    if len(data) <= SMALL_RECORDS * _SMALL_RECORD_BYTES and len(record_bounds(data)) <= SMALL_RECORDS + 1:
+        return decode_small(data, broker_name=broker_name, decompress=decompress)
     records = _decode(data, decompress)
     offset_ids = records.offset_msg_ids(np.arange(len(records.head)))
     (uniq_key,) = property_values(records.properties, props.UNIQ_KEY)

@@ -7,7 +7,6 @@ variable-length parts (one memcpy each). Per-row Python is limited to the body C
 
 from __future__ import annotations
 
-import struct
 import zlib
 from itertools import pairwise
 
@@ -15,20 +14,68 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketspark.message import ids, sysflag
 from rocketspark.message import properties as props
+from rocketspark.message import sysflag
 from rocketspark.message.arrow_arrays import offsets_and_buffer, require_schema
 from rocketspark.message.record_layout import (
     BE_I16,
     HEAD,
     IPV6_HOST,
-    MAGIC_V1,
-    MAGIC_V2,
-    MAX_V1_TOPIC_LENGTH,
-    MAX_V2_TOPIC_LENGTH,
     tail_fields,
 )
+from rocketspark.message.record_scalar import SMALL_RECORDS, encode_record, host_bytes, topic_field
 from rocketspark.message.schema import STORED_SCHEMA
+
+_SMALL_COLUMNS = [
+    "topic",
+    "queue_id",
+    "queue_offset",
+    "commit_log_offset",
+    "body",
+    "properties",
+    "flag",
+    "sys_flag",
+    "born_timestamp",
+    "born_host",
+    "store_timestamp",
+    "reconsume_times",
+]
+
+
+def _encode_small(batch: pa.RecordBatch, store_host: str) -> bytes:
+    """A few records, one at a time (see record_scalar)."""
+    columns = [batch.column(name).to_pylist() for name in _SMALL_COLUMNS]
+    return b"".join(
+        encode_record(
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=queue_offset,
+            commit_log_offset=commit_log_offset,
+            body=body,
+            properties=properties,
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            store_timestamp=store_timestamp,
+            store_host=store_host,
+            reconsume_times=reconsume_times,
+        )
+        for (
+            topic,
+            queue_id,
+            queue_offset,
+            commit_log_offset,
+            body,
+            properties,
+            flag,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            store_timestamp,
+            reconsume_times,
+        ) in zip(*columns, strict=True)
+    )
 
 
 def encode_records(batch: pa.RecordBatch, store_host: str) -> bytes:
@@ -44,11 +91,13 @@ def encode_records(batch: pa.RecordBatch, store_host: str) -> bytes:
     n = batch.num_rows
     if n == 0:
         return b""
-    store = _host_bytes(store_host)
+    if n <= SMALL_RECORDS:
+        return _encode_small(batch, store_host)
+    store = host_bytes(store_host)
     born_codes, born_values = _distinct(batch.column("born_host"))
-    born_hosts = [_host_bytes(host) for host in born_values]
+    born_hosts = [host_bytes(host) for host in born_values]
     topic_codes, topics = _distinct(batch.column("topic"))
-    topic_fields, magics = zip(*(_topic_field(topic) for topic in topics), strict=True)
+    topic_fields, magics = zip(*(topic_field(topic) for topic in topics), strict=True)
     body = batch.column("body")
     properties = batch.column("properties").cast(pa.binary())
     body_offsets, body_buffer = offsets_and_buffer(body)
@@ -97,24 +146,6 @@ def encode_records(batch: pa.RecordBatch, store_host: str) -> bytes:
     records = pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.large_binary()))
     offsets = np.frombuffer(records.buffers()[1], dtype=np.int64, count=n + 1, offset=records.offset * 8)
     return records.buffers()[2][int(offsets[0]) : int(offsets[-1])].to_pybytes()  # type: ignore[no-any-return]
-
-
-def _host_bytes(address: str) -> bytes:
-    """An "ip:port" as a record holds it: IP (4 or 16 bytes) and int32 port."""
-    try:
-        return ids.socket_address_bytes(address)
-    except (ValueError, struct.error):
-        raise ValueError(f"{address!r} is not an ip:port address") from None
-
-
-def _topic_field(topic: str) -> tuple[bytes, int]:
-    """(the TOPIC field, the magic code it calls for): V1 up to 127 bytes, else V2."""
-    encoded = topic.encode()
-    if len(encoded) <= MAX_V1_TOPIC_LENGTH:
-        return bytes([len(encoded)]) + encoded, MAGIC_V1
-    if len(encoded) <= MAX_V2_TOPIC_LENGTH:
-        return struct.pack(">h", len(encoded)) + encoded, MAGIC_V2
-    raise ValueError(f"topic of {len(encoded)} bytes is too long for a record")
 
 
 def _distinct(column: pa.Array) -> tuple[np.ndarray, list[str]]:

@@ -18,6 +18,7 @@ from rocketspark.message.batch import BatchDecodeError, BatchEntry, decode_batch
 from rocketspark.message.record_decoding import RecordDecodeError, decode_records, decode_records_to_batch
 from rocketspark.message.record_encoding import encode_records
 from rocketspark.message.record_layout import MAGIC_V1, MAGIC_V2
+from rocketspark.message.record_scalar import SMALL_RECORDS
 from rocketspark.message.schema import STORED_SCHEMA
 from rocketspark.message.stored_batches import stored_batch_from_rows
 from rocketspark.remoting.codec import FrameDecoder
@@ -331,6 +332,40 @@ def test_round_trip_property(rows: list[tuple[bytes, dict[str, str], str, int]],
     messages = decode_records(data)
     assert [m.properties for m in messages] == [p for _, p, _, _ in rows]
     assert [m.store_host for m in messages] == [store_host] * len(rows)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(rows.filter(bool), min_size=1, max_size=6), store_host=hosts, topic=st.text(min_size=1, max_size=150)
+)
+def test_record_by_record_and_whole_batch_paths_agree(
+    rows: list[list[tuple[bytes, dict[str, str], str, int]]], store_host: str, topic: str
+) -> None:
+    """Over SMALL_RECORDS records go through numpy and Arrow, fewer one at a time: same bytes, same messages."""
+    flat = [row for group in rows for row in group]
+    flat = (flat * (SMALL_RECORDS // len(flat) + 2))[: SMALL_RECORDS + 1 + len(flat)]
+    batch = stored(
+        [body for body, *_ in flat],
+        [props.encode_properties(p) for _, p, _, _ in flat],
+        topic=topic,
+        born_hosts=[host for _, _, host, _ in flat],
+        sys_flags=[flag for *_, flag in flat],
+        store_host=store_host,
+    )
+    whole = encode_records(batch, store_host)
+    pieces = [encode_records(batch.slice(i, 1), store_host) for i in range(batch.num_rows)]
+    assert whole == b"".join(pieces)
+    assert decode_records(whole, broker_name="b") == [
+        m for piece in pieces for m in decode_records(piece, broker_name="b")
+    ]
+
+
+def test_record_by_record_decoding_fails_as_the_whole_batch_path() -> None:
+    record = encode_records(stored([b"hello"]), STORE_HOST)
+    many = record * (SMALL_RECORDS + 1)
+    for data in (record[:-1], many[:-1], record[:4] + struct.pack(">i", 7) + record[8:]):
+        with pytest.raises(RecordDecodeError):
+            decode_records(data)
 
 
 @settings(max_examples=300, deadline=None)
