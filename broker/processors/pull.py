@@ -27,7 +27,6 @@ from broker.context import (
 from broker.store.results import GetResult, GetStatus
 from rocketspark.errors import ValidationError
 from rocketspark.message.filter import build_subscription, filter_codes
-from rocketspark.message.record_encoding import encode_records
 from rocketspark.message.schema import STORED_SCHEMA
 from rocketspark.message.validation import validate_group
 from rocketspark.remoting.body.heartbeat import SubscriptionData
@@ -182,8 +181,8 @@ class PullMessageProcessor:
 
     def _encode(self, result: GetResult, encoding: Encoding) -> bytes:
         if encoding is Encoding.ARROW:
-            return arrow_stream(result.batches)
-        return b"".join(encode_records(batch, self.broker.address) for batch in result.batches)
+            return arrow_stream(result.batches())
+        return result.records(self.broker.address)
 
     def _count(self, result: GetResult, encoding: Encoding) -> None:
         stats = self.broker.stats

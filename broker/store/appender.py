@@ -1,9 +1,11 @@
 """Group commit: the one writer of the commit log.
 
 Sends wait in a queue. The writer takes everything waiting (up to the configured batch limits),
-assigns queue offsets and commit log offsets, builds ONE stored record batch from all of it, writes
-it (and, under SYNC_FLUSH, fsyncs it) in the store's I/O thread, makes it visible to pulls, and
-only then answers every send of the round. While one round is on disk the next one gathers, so
+assigns queue offsets and commit log offsets, builds ONE stored batch from all of it (RocketMQ's
+message records when the round holds standard sends only, else an Arrow record batch), writes it
+(and, under SYNC_FLUSH, fsyncs it) in the store's I/O thread, or on the loop for a few records
+under ASYNC_FLUSH, makes it visible to pulls, and only then answers every send of the round.
+While one round is on disk the next one gathers, so
 concurrent senders share a record batch and an fsync, and a lone sender pays no batching delay.
 Each round first drops the rows the duplicate window already holds (broker/store/round_duplicates.py).
 
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 
 from broker.store import record
@@ -31,8 +34,10 @@ from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.dedup import DuplicateWindow, deduplicated_topic
 from broker.store.results import PutStatus
 from broker.store.round_duplicates import arrow_key_hashes, deduplicate_round, remember_round
+from broker.store.stored import StoredBatch, WireRecords
 from rocketspark.aio import wait_until
 from rocketspark.errors import RocketMQError
+from rocketspark.message.record_scalar import encode_record
 from rocketspark.message.stored_batches import stored_batch_from_producer, stored_batch_from_rows
 from rocketspark.remoting.codes import ResponseCode
 
@@ -41,6 +46,9 @@ log = logging.getLogger(__name__)
 # Rounds of at least this many rows are checked for duplicates in the I/O thread, beside the event
 # loop (numpy lets go of the GIL); smaller ones on the loop, where a thread hop would cost more.
 _DEDUPLICATE_IN_IO_THREAD_ROWS = 2048
+# Rounds of at most this many standard messages are encoded and written on the loop under
+# ASYNC_FLUSH: a write that only copies a few kilobytes to the page cache beats a thread hop.
+_WRITE_ON_LOOP_ROWS = 64
 
 
 @dataclass(slots=True)
@@ -49,6 +57,7 @@ class Round:
     requests: list[AppendRequest]
     store_timestamp: int
     sync: bool
+    wire: bool = False  # standard sends only: stored as message records (broker/store/stored.py)
     # under SYNC_FLUSH: every segment with records not fsynced yet (earlier rounds that did not
     # wait for the disk, possibly in an older segment) and the round's own, all fsynced with it,
     # so that the flushed offset at the round's end covers nothing that is not on disk
@@ -64,7 +73,7 @@ class CommitLogAppender:
         store_host: str,
         io_executor: Executor,
         next_queue_offset: Callable[[str, int], int],
-        on_stored: Callable[[Placement, int, pa.RecordBatch, bool], None],
+        on_stored: Callable[[Placement, int, StoredBatch, bool, list[AppendRequest]], None],
         on_synced: Callable[[int], None],
         window: DuplicateWindow | None = None,
     ) -> None:
@@ -195,9 +204,7 @@ class CommitLogAppender:
             log.exception("making a written round of %d sends visible failed", len(requests))
             self._fail(requests, exc)
 
-    async def _build_and_write_round(
-        self, requests: list[AppendRequest]
-    ) -> tuple[Round, pa.RecordBatch, int, PutStatus]:
+    async def _build_and_write_round(self, requests: list[AppendRequest]) -> tuple[Round, StoredBatch, int, PutStatus]:
         """Place, build, write (and fsync) a round; nothing of it is visible yet."""
         store_timestamp = int(time.time() * 1000)
         loop = asyncio.get_running_loop()
@@ -220,7 +227,11 @@ class CommitLogAppender:
             request.first_commit_log_offset = placement.position + row
             row += request.count
         sync = self._config.flush_disk_type is FlushDiskType.SYNC_FLUSH and any(r.wait_flush for r in requests)
-        current = Round(placement, requests, store_timestamp, sync)
+        wire = all(r.messages is not None for r in requests if r.count)
+        current = Round(placement, requests, store_timestamp, sync, wire)
+        if wire and not sync and row <= _WRITE_ON_LOOP_ROWS:
+            # a few records: encoding them and a write to the page cache cost less than a thread hop
+            return (current, *self._build_and_write(current), PutStatus.PUT_OK)
         earlier = self._commit_log.take_unflushed() if sync else []
         if sync:
             current.to_sync = [*(s for s in earlier if s is not placement.segment), placement.segment]
@@ -236,7 +247,7 @@ class CommitLogAppender:
             raise
         return current, batch, length, status
 
-    def _complete(self, current: Round, batch: pa.RecordBatch, length: int, status: PutStatus) -> None:
+    def _complete(self, current: Round, batch: StoredBatch, length: int, status: PutStatus) -> None:
         """Make a written round visible and answer its sends."""
         placement = current.placement
         if placement is not None:
@@ -244,7 +255,7 @@ class CommitLogAppender:
             if current.sync:
                 self.fsyncs += 1
                 self._on_synced(placement.position + length)
-            self._on_stored(placement, length, batch, current.sync)
+            self._on_stored(placement, length, batch, current.sync, current.requests)
         for request in current.requests:
             if not request.future.done():
                 request.future.set_result(put_result(request, status))
@@ -259,15 +270,46 @@ class CommitLogAppender:
         if self._window is not None:
             remember_round(self._window, current.requests, current.store_timestamp)
 
-    def _build_and_write(self, current: Round) -> tuple[pa.RecordBatch, int]:
-        """Build the round's stored batch and write it (I/O thread)."""
+    def _build_and_write(self, current: Round) -> tuple[StoredBatch, int]:
+        """Build the round's stored batch and write it (I/O thread, or the loop for a few records)."""
         assert current.placement is not None
-        batch = self._build(current)
-        header, payload = record.encode(batch)
+        stored: StoredBatch
+        if current.wire:
+            stored = self._wire_records(current)
+            header, payload = record.encode_wire(stored.payload, stored.num_rows)
+        else:
+            stored = self._build(current)
+            header, payload = record.encode(stored)
         CommitLog.write(current.placement, header, payload)
         if current.sync:
             self._commit_log.sync(current.to_sync)
-        return batch, len(header) + payload.size
+        return stored, len(header) + len(memoryview(payload))
+
+    def _wire_records(self, current: Round) -> WireRecords:
+        """The records of a round of standard sends, as standard pulls will return them."""
+        records: list[bytes] = []
+        for request in current.requests:
+            for i, message in enumerate(request.messages or ()):
+                records.append(
+                    encode_record(
+                        topic=request.topic,
+                        queue_id=request.queue_id,
+                        queue_offset=request.first_queue_offset + i,
+                        commit_log_offset=request.first_commit_log_offset + i,
+                        body=message.body,
+                        properties=message.properties,
+                        flag=message.flag,
+                        sys_flag=message.sys_flag,
+                        born_timestamp=message.born_timestamp,
+                        born_host=message.born_host,
+                        store_timestamp=current.store_timestamp,
+                        store_host=self.store_host,
+                        reconsume_times=message.reconsume_times,
+                    )
+                )
+        bounds = np.zeros(len(records) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in records], out=bounds[1:])
+        return WireRecords(b"".join(records), bounds)
 
     def _build(self, current: Round) -> pa.RecordBatch:
         pieces: list[pa.RecordBatch] = []

@@ -23,6 +23,7 @@ import pyarrow as pa
 from broker.store import record
 from broker.store.durability import make_directories
 from broker.store.growable import GrowableArray
+from broker.store.stored import StoredBatch, stored_size
 from rocketspark.fileutil import fsync_directory
 
 log = logging.getLogger(__name__)
@@ -54,13 +55,13 @@ class Segment:
         self.close()
         self.path.unlink(missing_ok=True)
 
-    def read(self, position: int) -> pa.RecordBatch:
+    def read(self, position: int) -> StoredBatch:
         """The batch at commit log offset `position` of this segment, from disk (blocking)."""
         local = position - self.start
         header = record.parse_header(os.pread(self.fd, record.HEADER_SIZE, local))
         if header is None:
             raise LookupError(f"no stored batch starts at commit log offset {position}")
-        return record.decode_payload(os.pread(self.fd, header.payload_length, local + record.HEADER_SIZE))
+        return record.decode_payload(header, os.pread(self.fd, header.payload_length, local + record.HEADER_SIZE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +78,7 @@ class CommitLog:
         self.segment_size = segment_size
         self.segments: list[Segment] = []
         self._starts: list[int] = []
-        self._cache: OrderedDict[int, pa.RecordBatch] = OrderedDict()
+        self._cache: OrderedDict[int, StoredBatch] = OrderedDict()
         self._cache_bytes = 0
         self._cache_limit = cache_bytes
         self._unflushed: set[Segment] = set()
@@ -166,12 +167,12 @@ class CommitLog:
         return Placement(segment.end, segment)
 
     @staticmethod
-    def write(placement: Placement, header: bytes, payload: pa.Buffer) -> None:
-        """Write one record at its placement (I/O thread)."""
+    def write(placement: Placement, header: bytes, payload: pa.Buffer | bytes) -> None:
+        """Write one record at its placement (I/O thread, or the appender's loop for small records)."""
         offset = placement.position - placement.segment.start
         os.pwritev(placement.segment.fd, [header, memoryview(payload)], offset)
 
-    def register(self, placement: Placement, length: int, batch: pa.RecordBatch, *, synced: bool) -> None:
+    def register(self, placement: Placement, length: int, batch: StoredBatch, *, synced: bool) -> None:
         """Make a written record visible to reads (event loop); `synced`: `sync` covered it already."""
         segment = placement.segment
         segment.positions.append(np.array([placement.position], dtype=np.int64))
@@ -210,21 +211,13 @@ class CommitLog:
         segment = self.segments[index]
         return segment if offset < segment.end else None
 
-    def cached(self, position: int) -> pa.RecordBatch | None:
+    def cached(self, position: int) -> StoredBatch | None:
         batch = self._cache.get(position)
         if batch is not None:
             self._cache.move_to_end(position)
         return batch
 
-    def read(self, position: int) -> pa.RecordBatch:
-        """The batch stored at `position`, from the cache or (blocking) from disk."""
-        batch = self.cached(position)
-        if batch is None:
-            batch = self.load(position)
-            self.cache_put(position, batch)
-        return batch
-
-    def load(self, position: int) -> pa.RecordBatch:
+    def load(self, position: int) -> StoredBatch:
         """Read the batch at `position` from disk (blocking). It looks the segment up in lists the
         event loop changes, so other threads resolve the segment on the loop and call `Segment.read`."""
         return self.segment_holding(position).read(position)
@@ -260,14 +253,14 @@ class CommitLog:
             result.extend(int(p) for p in positions[lo:hi])
         return result
 
-    def cache_put(self, position: int, batch: pa.RecordBatch) -> None:
+    def cache_put(self, position: int, batch: StoredBatch) -> None:
         if position in self._cache:
             return
         self._cache[position] = batch
-        self._cache_bytes += batch.get_total_buffer_size()
+        self._cache_bytes += stored_size(batch)
         while self._cache_bytes > self._cache_limit and len(self._cache) > 1:
             _, evicted = self._cache.popitem(last=False)
-            self._cache_bytes -= evicted.get_total_buffer_size()
+            self._cache_bytes -= stored_size(evicted)
 
     # -- retention -----------------------------------------------------------------------------
 
@@ -287,7 +280,7 @@ class CommitLog:
             self._starts.pop(0)
             self._unflushed.discard(oldest)
             for position in [p for p in self._cache if p < oldest.end]:
-                self._cache_bytes -= self._cache.pop(position).get_total_buffer_size()
+                self._cache_bytes -= stored_size(self._cache.pop(position))
         return expired
 
     def close(self) -> None:

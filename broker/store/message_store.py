@@ -29,7 +29,9 @@ from broker.store.index import INDEXED_COLUMNS, IndexService, index_entries
 from broker.store.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult
 from broker.store.retention import InFlightReads, Retention
-from rocketspark.message.message_columns import tag_codes
+from broker.store.stored import Piece, StoredBatch, WireRecords, arrow_batches, as_batches
+from rocketspark.message.message_columns import tag_code, tag_codes
+from rocketspark.message.record_scalar import store_timestamp
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ ArrivalListener = Callable[[str, int, int, np.ndarray], None]
 
 _MIN_SCAN_ENTRIES = 16_000
 _INDEX_BATCH_ROWS = 50_000
+_RECOVERY_CHUNK = 1024  # stored batches read (and their wire records decoded) together in recovery
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,7 @@ class MessageStore:
         self._dispatched = 0  # commit log offset up to which consume queues and index are built
         # batches whose index entries are not built yet: building them together saves the
         # fixed cost of the Arrow kernels per batch (the index serves lookups, not pulls)
-        self._unindexed: list[tuple[int, pa.RecordBatch]] = []
+        self._unindexed: list[tuple[int, StoredBatch]] = []
         self._unindexed_rows = 0
         self._commit_log_flushed = 0
         self.duplicates = DuplicateWindow(config.duplicate_window_seconds, config.duplicate_window_max_keys)
@@ -153,11 +156,12 @@ class MessageStore:
             queue.truncate_at_position(dispatched)
         self.index.truncate_at(dispatched)
         positions = self.commit_log.batches_between(dispatched, end)
-        for position in positions:
-            batch = self.commit_log.load(position)
-            segment = self.commit_log.segment_for(position)
-            assert segment is not None
-            self._dispatch(position, segment.start, batch)
+        for chunk in range(0, len(positions), _RECOVERY_CHUNK):
+            part = positions[chunk : chunk + _RECOVERY_CHUNK]
+            for position, batch in zip(part, as_batches([self.commit_log.load(p) for p in part]), strict=True):
+                segment = self.commit_log.segment_for(position)
+                assert segment is not None
+                self._dispatch(position, segment.start, batch)
         self._dispatched = end
         self.duplicates.recover(self.commit_log, end)
         for queue in self.queues.values():
@@ -237,10 +241,42 @@ class MessageStore:
         )
         return await future
 
-    def _stored(self, placement: Placement, length: int, batch: pa.RecordBatch, synced: bool) -> None:
-        self.commit_log.register(placement, length, batch, synced=synced)
-        self._dispatch(placement.position, placement.segment.start, batch)
+    def _stored(
+        self, placement: Placement, length: int, stored: StoredBatch, synced: bool, requests: list[AppendRequest]
+    ) -> None:
+        self.commit_log.register(placement, length, stored, synced=synced)
+        if isinstance(stored, WireRecords):
+            self._dispatch_sends(placement, stored, requests)
+        else:
+            self._dispatch(placement.position, placement.segment.start, stored)
         self._dispatched = placement.position + length
+
+    def _dispatch_sends(self, placement: Placement, stored: WireRecords, requests: list[AppendRequest]) -> None:
+        """Add a round of standard sends to their consume queues, from the values the sends carried
+        (a few numpy calls per send: these rounds are small, and Arrow's fixed costs would dominate)."""
+        store_ts = store_timestamp(stored.payload, 0)  # one for the whole round
+        for request in requests:
+            if not request.count:
+                continue
+            assert request.messages is not None
+            first_row = request.first_commit_log_offset - placement.position
+            entries = np.empty(request.count, dtype=CQ_ENTRY)
+            entries["batch_pos"] = placement.position
+            entries["row"] = np.arange(first_row, first_row + request.count)
+            entries["size"] = [len(m.body) for m in request.messages]
+            entries["tags_code"] = [tag_code(m.tags) for m in request.messages]
+            entries["store_ts"] = store_ts
+            self._append_entries(request.topic, request.queue_id, request.first_queue_offset, entries)
+        self._unindexed.append((placement.segment.start, stored))
+        self._unindexed_rows += stored.num_rows
+        if self._unindexed_rows >= _INDEX_BATCH_ROWS:
+            self._build_index()
+
+    def _append_entries(self, topic: str, queue_id: int, first_offset: int, entries: np.ndarray) -> None:
+        queue = self._queue(topic, queue_id)
+        queue.append(first_offset, entries)
+        for listener in self._listeners:
+            listener(topic, queue_id, queue.max_offset, entries["tags_code"])
 
     def _synced(self, offset: int) -> None:
         self._commit_log_flushed = max(self._commit_log_flushed, offset)
@@ -268,10 +304,7 @@ class MessageStore:
             entries["size"] = sizes[rows]
             entries["tags_code"] = codes[rows]
             entries["store_ts"] = store_ts[rows]
-            queue = self._queue(topic, queue_id)
-            queue.append(int(queue_offsets[first]), entries)
-            for listener in self._listeners:
-                listener(topic, queue_id, queue.max_offset, entries["tags_code"])
+            self._append_entries(topic, queue_id, int(queue_offsets[first]), entries)
         self._unindexed.append((segment_start, batch.select(INDEXED_COLUMNS)))
         self._unindexed_rows += batch.num_rows
         if self._unindexed_rows >= _INDEX_BATCH_ROWS:
@@ -280,10 +313,11 @@ class MessageStore:
     def _build_index(self) -> None:
         """Index the dispatched batches not indexed yet, one Arrow pass per segment."""
         pending, self._unindexed, self._unindexed_rows = self._unindexed, [], 0
-        by_segment: dict[int, list[pa.RecordBatch]] = {}
+        by_segment: dict[int, list[StoredBatch]] = {}
         for segment_start, batch in pending:
             by_segment.setdefault(segment_start, []).append(batch)
-        for segment_start, batches in by_segment.items():
+        for segment_start, stored in by_segment.items():
+            batches = [batch.select(INDEXED_COLUMNS) for batch in as_batches(stored)]
             combined = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
             self.index.add(segment_start, index_entries(combined))
 
@@ -406,10 +440,10 @@ class MessageStore:
         taken = taken[live]
         if not len(taken):
             return GetResult(GetStatus.MESSAGE_WAS_REMOVING, next_offset, low, high)
-        batches = await self._take_rows(taken)
-        return GetResult(GetStatus.FOUND, next_offset, low, high, batches)
+        pieces = await self._take_rows(taken)
+        return GetResult(GetStatus.FOUND, next_offset, low, high, pieces)
 
-    async def _take_rows(self, entries: np.ndarray) -> list[pa.RecordBatch]:
+    async def _take_rows(self, entries: np.ndarray) -> list[Piece]:
         positions, starts = np.unique(entries["batch_pos"], return_index=True)
         rows_per_batch = np.split(entries["row"], starts[1:])
         stored = [self.commit_log.cached(int(p)) for p in positions]
@@ -424,9 +458,7 @@ class MessageStore:
         result = []
         for batch, rows in zip(stored, rows_per_batch, strict=True):
             assert batch is not None
-            first, count = int(rows[0]), len(rows)
-            contiguous = int(rows[-1]) - first + 1 == count
-            result.append(batch.slice(first, count) if contiguous else batch.take(pa.array(rows)))
+            result.append(Piece(batch, rows))
         return result
 
     async def message_at(self, commit_log_offset: int) -> pa.RecordBatch | None:
@@ -435,9 +467,9 @@ class MessageStore:
         if located is None:
             return None
         position, row = located
-        return (await self._batch_at(position)).slice(row, 1)
+        return arrow_batches([Piece(await self._batch_at(position), np.array([row]))])[0]
 
-    async def _batch_at(self, position: int) -> pa.RecordBatch:
+    async def _batch_at(self, position: int) -> StoredBatch:
         cached = self.commit_log.cached(position)
         if cached is not None:
             return cached

@@ -1,12 +1,14 @@
 """Framing of one stored batch in a commit log segment.
 
-    uint32 magic "RSB1"   uint32 payload length   uint32 crc32(payload)   uint32 row count
-    payload: one Arrow IPC record batch message (STORED_SCHEMA), a multiple of 8 bytes
+    uint32 magic   uint32 payload length   uint32 crc32(payload)   uint32 row count
+    payload, then zero bytes up to the next multiple of 8
 
-The 16-byte header keeps payloads 8-byte aligned, so Arrow reads them without copying. The
-checksum finds a torn tail after a crash. A message's commit log offset is the position of its
-record plus its row: every row takes more than one payload byte, so these offsets are unique and
-grow with the log.
+The magic says what the payload is: "RSB1", one Arrow IPC record batch message (STORED_SCHEMA),
+or "RSW1", RocketMQ message records as a standard pull returns them (a round of standard sends,
+see broker/store/stored.py). Records start 8-byte aligned, so Arrow reads payloads without
+copying. The checksum finds a torn tail after a crash. A message's commit log offset is the
+position of its record plus its row: every row takes more than one payload byte, so these offsets
+are unique and grow with the log.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from broker.store.stored import StoredBatch, WireRecords
 from rocketspark.message.schema import STORED_SCHEMA
 
-MAGIC = 0x52534231
+MAGIC = 0x52534231  # "RSB1": an Arrow record batch
+MAGIC_WIRE = 0x52535731  # "RSW1": message records
 HEADER = struct.Struct(">IIII")
 HEADER_SIZE = HEADER.size
+_ALIGN = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,10 +34,15 @@ class RecordHeader:
     payload_length: int
     crc: int
     rows: int
+    wire: bool = False
 
     @property
     def total_length(self) -> int:
-        return HEADER_SIZE + self.payload_length
+        return HEADER_SIZE + _aligned(self.payload_length)
+
+
+def _aligned(length: int) -> int:
+    return -(-length // _ALIGN) * _ALIGN
 
 
 def encode(batch: pa.RecordBatch) -> tuple[bytes, pa.Buffer]:
@@ -42,20 +52,28 @@ def encode(batch: pa.RecordBatch) -> tuple[bytes, pa.Buffer]:
     return header, payload
 
 
+def encode_wire(records: bytes, rows: int) -> tuple[bytes, bytes]:
+    """The header and the padded payload of `rows` message records."""
+    header = HEADER.pack(MAGIC_WIRE, len(records), zlib.crc32(records), rows)
+    return header, records + bytes(_aligned(len(records)) - len(records))
+
+
 def parse_header(data: bytes | memoryview) -> RecordHeader | None:
     """The header at the start of `data`, or None if these bytes are not a record header."""
     if len(data) < HEADER_SIZE:
         return None
     magic, length, crc, rows = HEADER.unpack_from(data, 0)
-    if magic != MAGIC or length % 8 or rows == 0 or length < rows:
+    if magic not in (MAGIC, MAGIC_WIRE) or rows == 0 or length < rows or (magic == MAGIC and length % _ALIGN):
         return None
-    return RecordHeader(length, crc, rows)
+    return RecordHeader(length, crc, rows, wire=magic == MAGIC_WIRE)
 
 
 def checksum_matches(header: RecordHeader, payload: bytes | memoryview) -> bool:
     return len(payload) == header.payload_length and zlib.crc32(payload) == header.crc
 
 
-def decode_payload(payload: pa.Buffer | bytes) -> pa.RecordBatch:
+def decode_payload(header: RecordHeader, payload: pa.Buffer | bytes) -> StoredBatch:
+    if header.wire:
+        return WireRecords.parse(payload.to_pybytes() if isinstance(payload, pa.Buffer) else payload)
     buffer = payload if isinstance(payload, pa.Buffer) else pa.py_buffer(payload)
     return pa.ipc.read_record_batch(buffer, STORED_SCHEMA)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from broker.store.commitlog import CommitLog
 from broker.store.consume_queue import ConsumeQueue
+from broker.store.stored import as_batch
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def logics_agree_with_log(
         if position < commit_log.min_offset:
             continue  # deleted by retention; dropped below
         try:
-            batch = commit_log.load(position)
+            batch = as_batch(commit_log.load(position))
         except (LookupError, OSError, ValueError):
             return False
         row = int(last["row"])

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from broker.store.stored import Piece, arrow_batches, standard_records
+
 
 class PutStatus(enum.Enum):
     PUT_OK = "PUT_OK"
@@ -52,8 +54,16 @@ class GetResult:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    batches: list[pa.RecordBatch] = field(default_factory=list)  # STORED_SCHEMA pieces, in offset order
+    pieces: list[Piece] = field(default_factory=list)  # rows of stored batches, in offset order
 
     @property
     def message_count(self) -> int:
-        return sum(b.num_rows for b in self.batches)
+        return sum(len(p.rows) for p in self.pieces)
+
+    def batches(self) -> list[pa.RecordBatch]:
+        """The messages as STORED_SCHEMA batches (an Arrow pull's answer)."""
+        return arrow_batches(self.pieces)
+
+    def records(self, store_host: str) -> bytes:
+        """The messages as RocketMQ's records (a standard pull's answer)."""
+        return standard_records(self.pieces, store_host)

@@ -41,12 +41,13 @@ def tag_codes(tags: pa.Array) -> np.ndarray:
     if tags.null_count == len(tags):
         return np.zeros(len(tags), dtype=np.int64)
     if len(tags) <= _SMALL_BATCH:  # Arrow kernels cost more than they save for a few rows
-        return np.array([_tag_code(tag) for tag in tags.to_pylist()], dtype=np.int64)
+        return np.array([tag_code(tag) for tag in tags.to_pylist()], dtype=np.int64)
     return java_string_hash_array(tags)
 
 
 @functools.lru_cache(maxsize=1024)  # a topic uses few distinct tags
-def _tag_code(tag: str | None) -> int:
+def tag_code(tag: str | None) -> int:
+    """The consume-queue tag code of one message's tags."""
     return java_string_hash(tag) if tag else 0
 
 

@@ -30,7 +30,7 @@ async def read_all(store: MessageStore, topic: str, queue_id: int, offset: int =
         result = await store.get_messages(topic, queue_id, offset, max_messages=ALL, max_bytes=BIG)
         if result.status is not GetStatus.FOUND:
             break
-        pieces.extend(result.batches)
+        pieces.extend(result.batches())
         offset = result.next_begin_offset
     return pa.Table.from_batches(pieces) if pieces else pa.table({"queue_offset": pa.array([], pa.int64())})
 
@@ -83,7 +83,7 @@ async def test_tag_filter_and_byte_limit(open_store: StoreFactory) -> None:
         "T", 0, 0, max_messages=ALL, max_bytes=BIG, tag_codes_filter=frozenset({java_string_hash("A")})
     )
     assert only_a.message_count == 10
-    assert all(t == "A" for b in only_a.batches for t in b.column("tags").to_pylist())
+    assert all(t == "A" for b in only_a.batches() for t in b.column("tags").to_pylist())
     none = await store.get_messages(
         "T", 0, 0, max_messages=ALL, max_bytes=BIG, tag_codes_filter=frozenset({java_string_hash("C")})
     )

@@ -109,7 +109,7 @@ async def test_retention_waits_for_running_reads_and_unlinks_off_the_loop(
     result = await asyncio.wait_for(read, 10)
     await asyncio.wait_for(retention, 10)
     assert result.status is GetStatus.FOUND
-    assert [b.column("body")[0].as_py() for b in result.batches] == [bodies[0]]
+    assert [b.column("body")[0].as_py() for b in result.batches()] == [bodies[0]]
     assert not oldest.path.exists()
     loop_thread = threading.current_thread().name
     deleted = [thread for thread, path in unlinks if Path(path) == oldest.path]

@@ -1,0 +1,154 @@
+"""What one commit log record holds, and what reads make of it.
+
+A record holds either an Arrow record batch of STORED_SCHEMA (what Arrow sends and mixed rounds
+store) or RocketMQ's own message records (:class:`WireRecords`: what a round of standard sends
+stores, laid out exactly as a standard pull returns them). Each read converts only where the
+reader's form differs from the stored one, and converts many stored records at once:
+
+- a standard pull of wire records is a byte copy; of Arrow rows, one `encode_records` call over
+  all the Arrow rows it takes;
+- an Arrow pull of Arrow rows is a slice; of wire records, one `decode_records_to_batch` call
+  over all the wire records it takes;
+- everything else (recovery, the index, lookups by id or key) reads Arrow batches, decoding runs
+  of wire records together (:func:`arrow_batches`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+import numpy as np
+import pyarrow as pa
+
+from rocketspark.message.record_decoding import decode_records_to_batch
+from rocketspark.message.record_encoding import encode_records
+from rocketspark.message.record_scalar import record_bounds
+
+
+@dataclass(frozen=True, slots=True)
+class WireRecords:
+    """Message records as a standard pull returns them, with where each one starts."""
+
+    payload: bytes
+    bounds: np.ndarray  # int64: the start of each record, then the end of the last
+
+    @classmethod
+    def parse(cls, payload: bytes) -> WireRecords:
+        return cls(payload, np.array(record_bounds(payload), dtype=np.int64))
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.bounds) - 1
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.payload) + self.bounds.nbytes
+
+    def records(self, rows: np.ndarray) -> bytes:
+        """The records at `rows` (ascending), as one byte string."""
+        first, last = int(rows[0]), int(rows[-1])
+        if last - first + 1 == len(rows):
+            return self.payload[int(self.bounds[first]) : int(self.bounds[last + 1])]
+        view = memoryview(self.payload)
+        return b"".join(view[int(self.bounds[r]) : int(self.bounds[r + 1])] for r in rows.tolist())
+
+    def to_batch(self) -> pa.RecordBatch:
+        """The records as a STORED_SCHEMA batch, bodies as stored (compressed ones stay so)."""
+        return decode_records_to_batch(self.payload, decompress=False)
+
+
+StoredBatch: TypeAlias = pa.RecordBatch | WireRecords
+
+
+def stored_size(stored: StoredBatch) -> int:
+    """Bytes a stored batch takes in memory (for the commit log's cache)."""
+    if isinstance(stored, WireRecords):
+        return stored.nbytes
+    return int(stored.get_total_buffer_size())
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Rows (ascending) of one stored batch, as a pull takes them."""
+
+    stored: StoredBatch
+    rows: np.ndarray
+
+    def arrow(self) -> pa.RecordBatch:
+        assert isinstance(self.stored, pa.RecordBatch)
+        first, count = int(self.rows[0]), len(self.rows)
+        if int(self.rows[-1]) - first + 1 == count:
+            return self.stored.slice(first, count)
+        return self.stored.take(pa.array(self.rows))
+
+
+def _runs(pieces: Sequence[Piece]) -> list[list[Piece]]:
+    """The pieces cut into runs of consecutive pieces of one kind (wire records or Arrow)."""
+    runs: list[list[Piece]] = []
+    for piece in pieces:
+        wire = isinstance(piece.stored, WireRecords)
+        if runs and isinstance(runs[-1][0].stored, WireRecords) == wire:
+            runs[-1].append(piece)
+        else:
+            runs.append([piece])
+    return runs
+
+
+def _wire_bytes(run: Sequence[Piece]) -> bytes:
+    parts = []
+    for piece in run:
+        assert isinstance(piece.stored, WireRecords)
+        parts.append(piece.stored.records(piece.rows))
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _arrow_batch(run: Sequence[Piece]) -> pa.RecordBatch:
+    batches = [piece.arrow() for piece in run]
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+
+def standard_records(pieces: Sequence[Piece], store_host: str) -> bytes:
+    """The pieces' messages as a standard pull's body."""
+    parts = []
+    for run in _runs(pieces):
+        if isinstance(run[0].stored, WireRecords):
+            parts.append(_wire_bytes(run))
+        else:
+            parts.append(encode_records(_arrow_batch(run), store_host))
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def arrow_batches(pieces: Sequence[Piece]) -> list[pa.RecordBatch]:
+    """The pieces' messages as STORED_SCHEMA batches, wire records decoded a run at a time."""
+    batches = []
+    for run in _runs(pieces):
+        if isinstance(run[0].stored, WireRecords):
+            batches.append(decode_records_to_batch(_wire_bytes(run), decompress=False))
+        else:
+            batches.extend(piece.arrow() for piece in run)
+    return batches
+
+
+def whole(stored: StoredBatch) -> Piece:
+    return Piece(stored, np.arange(stored.num_rows))
+
+
+def as_batches(stored: Sequence[StoredBatch]) -> list[pa.RecordBatch]:
+    """One STORED_SCHEMA batch per stored batch, with runs of wire records decoded together."""
+    result: list[pa.RecordBatch] = []
+    for run in _runs([whole(s) for s in stored]):
+        if isinstance(run[0].stored, WireRecords):
+            decoded = decode_records_to_batch(_wire_bytes(run), decompress=False)
+            at = 0
+            for piece in run:
+                result.append(decoded.slice(at, len(piece.rows)))
+                at += len(piece.rows)
+        else:
+            result.extend(piece.stored for piece in run)
+    return result
+
+
+def as_batch(stored: StoredBatch) -> pa.RecordBatch:
+    return stored.to_batch() if isinstance(stored, WireRecords) else stored
