@@ -28,7 +28,15 @@ import pyarrow.compute as pc
 from broker.store.commitlog import CommitLog
 from broker.store.key_table import KeyTable, TableShape
 from broker.store.stored import as_batches
-from rocketspark.message.stable_hashes import GOLDEN, U64, binary_hash, binary_hash_and_lengths, mix64
+from rocketspark.message.stable_hashes import (
+    GOLDEN,
+    MASK64,
+    U64,
+    binary_hash_and_lengths,
+    bytes_hash,
+    mix64,
+    mix64_int,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +64,14 @@ def key_hashes(
     return hashes, present
 
 
+def key_hash(topic: str, key: str) -> int:
+    """:func:`key_hashes` of one key, in Python integers."""
+    return mix64_int(bytes_hash(key.encode()) ^ ((_topic_hash(topic) * GOLDEN) & MASK64))
+
+
 @lru_cache(maxsize=4096)
 def _topic_hash(topic: str) -> int:
-    return int(binary_hash(pa.array([topic], pa.string()))[0])
+    return bytes_hash(topic.encode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,16 +154,37 @@ class DuplicateWindow:
         """Remember distinct keys not in the window, stored at `store_timestamp`."""
         done = 0
         while done < len(hashes):
-            if not self._tables or not self._tables[-1].room:
-                if len(self._tables) == self.GENERATIONS + 1:
-                    self._tables.popleft()  # its filter is the one the new table takes
-                self._tables.append(KeyTable(self._shape, self._filters[self._made % (self.GENERATIONS + 1)]))
-                self._made += 1
-            table = self._tables[-1]
+            table = self._table_with_room()
             part = slice(done, done + min(table.room, len(hashes) - done))
             probe = self._shape.probe(hashes[part])
             table.insert(store_timestamp, probe, queue_ids[part], queue_offsets[part], commit_log_offsets[part])
             done = part.stop
+
+    def _table_with_room(self) -> KeyTable:
+        if not self._tables or not self._tables[-1].room:
+            if len(self._tables) == self.GENERATIONS + 1:
+                self._tables.popleft()  # its filter is the one the new table takes
+            self._tables.append(KeyTable(self._shape, self._filters[self._made % (self.GENERATIONS + 1)]))
+            self._made += 1
+        return self._tables[-1]
+
+    def lookup_one(self, key_hash: int, now_ms: int) -> StoredAt | None:
+        """:meth:`lookup` of one hash, in Python (a small round's few keys): where it was stored."""
+        cutoff = now_ms - self.window_ms
+        while self._tables and self._tables[0].newest_timestamp < cutoff:
+            self._tables.popleft()
+        probe = self._shape.probe_one(key_hash)
+        for table in reversed(self._tables):  # as lookup, where a later table's hit wins
+            entry = table.find_one(key_hash, probe, cutoff)
+            if entry >= 0:
+                return StoredAt(
+                    int(table.queue_ids[entry]), int(table.queue_offsets[entry]), int(table.commit_log_offsets[entry])
+                )
+        return None
+
+    def add_one(self, store_timestamp: int, key_hash: int, where: tuple[int, int, int]) -> None:
+        """:meth:`add` of one hash not in the window; `where`: (queue id, queue offset, commit log offset)."""
+        self._table_with_room().insert_one(store_timestamp, key_hash, self._shape.probe_one(key_hash), where)
 
     def recover(self, commit_log: CommitLog, end: int) -> None:
         """At startup: rebuild the window from the commit log's batches stored within it, newest

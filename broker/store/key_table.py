@@ -58,6 +58,14 @@ class TableShape:
             (one << ((hashes >> U64(32)) & U64(63))) | (one << ((hashes >> U64(38)) & U64(63))),
         )
 
+    def probe_one(self, key_hash: int) -> tuple[int, int, int]:
+        """(home slot, filter word, filter bits) of one hash, as :meth:`probe` computes them."""
+        return (
+            key_hash & ((1 << self.slot_bits) - 1),
+            key_hash >> (64 - self.filter_word_bits),
+            (1 << ((key_hash >> 32) & 63)) | (1 << ((key_hash >> 38) & 63)),
+        )
+
 
 class KeyTable:
     def __init__(self, shape: TableShape, filter_words: np.ndarray) -> None:
@@ -100,6 +108,37 @@ class KeyTable:
             at, wanted, slots = at[going_on], wanted[going_on], slots[going_on] + PROBE_WIDTH
         hit = found != _EMPTY
         return rows[hit], found[hit]
+
+    def find_one(self, key_hash: int, probe: tuple[int, int, int], cutoff_ms: int) -> int:
+        """:meth:`find` for one hash, slot by slot in Python: its entry, or -1."""
+        if not self.size or self.newest_timestamp < cutoff_ms:
+            return _EMPTY
+        slot, word, bits = probe
+        if int(self.filter[word]) & bits != bits:
+            return _EMPTY
+        while (entry := int(self._slots[slot])) != _EMPTY:
+            if int(self.hashes[entry]) == key_hash and int(self.timestamps[entry]) >= cutoff_ms:
+                return entry
+            slot = (slot + 1) & self._mask
+        return _EMPTY
+
+    def insert_one(
+        self, timestamp: int, key_hash: int, probe: tuple[int, int, int], where: tuple[int, int, int]
+    ) -> None:
+        """:meth:`insert` for one hash; `where` is (queue id, queue offset, commit log offset)."""
+        if not self.room:
+            raise ValueError("the table is full")
+        entry = self.size
+        self.hashes[entry] = key_hash
+        self.timestamps[entry] = timestamp
+        self.queue_ids[entry], self.queue_offsets[entry], self.commit_log_offsets[entry] = where
+        self.size += 1
+        self.newest_timestamp = max(self.newest_timestamp, timestamp)
+        slot, word, bits = probe
+        self.filter[word] = int(self.filter[word]) | bits
+        while int(self._slots[slot]) != _EMPTY:
+            slot = (slot + 1) & self._mask
+        self._slots[slot] = entry
 
     def insert(
         self,

@@ -11,6 +11,7 @@ broker's duplicate window both use it.
 
 from __future__ import annotations
 
+import struct
 import threading
 
 import numpy as np
@@ -38,7 +39,13 @@ def mix64(x: np.ndarray) -> np.ndarray:
 
 
 def mix64_int(value: int) -> int:
-    return int(mix64(np.array([value & MASK64], dtype=U64))[0])
+    """:func:`mix64` of one value, in Python integers."""
+    x = value & MASK64
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & MASK64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
 
 
 def _position_keys(which: int, length: int) -> np.ndarray:
@@ -64,6 +71,16 @@ def binary_hashes(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def binary_hash(array: pa.Array) -> np.ndarray:
     """The first of :func:`binary_hashes`, for callers that need one 64-bit hash."""
     return _Layout(array).hash(0)
+
+
+def bytes_hash(value: bytes) -> int:
+    """:func:`binary_hash` of one value, in Python integers: for the few keys of a small round,
+    where numpy's fixed cost per call outweighs the arithmetic."""
+    words = (len(value) + 7) // 8
+    keys = _position_keys(0, words)[:words].tolist()
+    padded = value + bytes(words * 8 - len(value))
+    total = sum(w * k for w, k in zip(struct.unpack(f"<{words}Q", padded), keys, strict=True))
+    return mix64_int(total + len(value) * KEY_SEEDS[1] + GOLDEN)
 
 
 def binary_hash_and_lengths(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:

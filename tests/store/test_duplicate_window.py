@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from broker.store.dedup import DuplicateWindow, key_hashes
+from broker.store.dedup import DuplicateWindow, key_hash, key_hashes
 from broker.store.key_table import KeyTable, TableShape
+from broker.store.round_duplicates import SMALL_ROUND
+from tests.store.conftest import StoreFactory, message
 
 U64 = np.uint64
 
@@ -60,3 +65,62 @@ def test_a_key_hashes_the_same_in_any_round() -> None:
     assert present.tolist() == [False, False] + [True] * 52
     assert (mixed[2:52] == alone).all()
     assert mixed[53] != alone[0]  # the same key for another topic
+
+
+@settings(max_examples=80, deadline=None)
+@given(topic=st.text(min_size=1, max_size=40), keys=st.lists(st.text(min_size=1, max_size=70), min_size=1, max_size=20))
+def test_one_key_hashes_as_a_round_of_keys(topic: str, keys: list[str]) -> None:
+    """Small rounds hash their keys one at a time in Python: the same hashes as numpy's."""
+    hashes, _ = key_hashes([topic], [len(keys)], pa.array(keys))
+    assert [key_hash(topic, key) for key in keys] == hashes.tolist()
+
+
+def test_one_key_at_a_time_finds_and_stores_as_the_vectorised_table() -> None:
+    shape = TableShape(100)
+    table = KeyTable(shape, np.zeros(shape.filter_words, np.uint64))
+    crowded = (np.arange(100, dtype=U64) << U64(40)) | U64(7)  # one long probe chain
+    for i, h in enumerate(crowded[:50].tolist()):  # one at a time ...
+        table.insert_one(1_000, h, shape.probe_one(h), (i, i * 10, i * 100))
+    table.insert(2_000, shape.probe(crowded[50:]), np.arange(50), np.arange(50) * 10, np.arange(50) * 100)
+    rows, entries = table.find(shape.probe(crowded), cutoff_ms=0)  # ... found together, and the other way round
+    assert rows.tolist() == list(range(100))
+    assert [table.find_one(h, shape.probe_one(h), 0) for h in crowded.tolist()] == entries.tolist()
+    assert [table.find_one(h, shape.probe_one(h), 1_500) >= 0 for h in crowded.tolist()] == [False] * 50 + [True] * 50
+    missing = int(crowded[0]) + (1 << 20)
+    assert table.find_one(missing, shape.probe_one(missing), 0) == -1
+
+
+def test_window_one_key_at_a_time_agrees_with_whole_rounds() -> None:
+    rng = np.random.default_rng(11)
+    together = DuplicateWindow(window_seconds=600, max_keys=200)
+    alone = DuplicateWindow(window_seconds=600, max_keys=200)
+    now = 1_000_000
+    for round_number in range(40):
+        hashes = np.unique(rng.integers(0, 600, size=12).astype(U64))
+        found = together.lookup(hashes, now)
+        one_by_one = [alone.lookup_one(h, now) for h in hashes.tolist()]
+        assert [s is not None for s in one_by_one] == found.hit.tolist()
+        assert [s for s in one_by_one if s is not None] == [found.at(int(j)) for j in np.flatnonzero(found.hit)]
+        new = hashes[~found.hit]
+        offsets = np.arange(len(new)) + round_number * 100
+        together.add(now, new, np.zeros(len(new), np.int32), offsets, offsets + 7)
+        for h, offset in zip(new.tolist(), offsets.tolist(), strict=True):
+            alone.add_one(now, h, (0, offset, offset + 7))
+        assert len(together) == len(alone)
+        now += 10
+
+
+@pytest.mark.parametrize("size", [4, SMALL_ROUND + 4])
+async def test_rounds_small_and_large_drop_the_same_duplicates(open_store: StoreFactory, size: int) -> None:
+    """A batch repeating a stored key and one of its own: stored once each, whichever path checks it."""
+    store = await open_store(duplicate_window_seconds=600)
+    first = await store.put_messages("T", 0, [message(b"first", uniq="K-0")])
+    keys = [f"K-{i % (size - 2)}" for i in range(size)]  # K-0 is stored already; two keys repeat
+    result = await store.put_messages("T", 0, [message(key.encode(), uniq=key) for key in keys])
+    assert result.duplicates == 3
+    offsets = result.commit_log_offsets
+    assert offsets[0] == first.first_commit_log_offset
+    assert offsets[size - 2] == offsets[0] and offsets[size - 1] == offsets[1]
+    stored = await store.get_messages("T", 0, 0, max_messages=100, max_bytes=1 << 20)
+    bodies = [b for batch in stored.batches() for b in batch.column("body").to_pylist()]
+    assert bodies == [b"first", *(k.encode() for k in keys[1 : size - 2])]
