@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -194,6 +195,14 @@ async def wait_for_pulls(recorder: WireRecorder, group: str, topic: str, count: 
         await asyncio.sleep(0.1)
 
 
+async def wait_for_path(root: Path, pattern: str, timeout_s: float = 15.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not await asyncio.to_thread(lambda: any(root.glob(pattern))):
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"nothing matches {pattern} in {root} after {timeout_s:.0f} s")
+        await asyncio.sleep(0.05)
+
+
 async def test_broadcasting_consumers_each_receive_every_message(cluster: Cluster) -> None:
     """Two consumers of one group in BROADCASTING mode: each gets every message sent after it started.
 
@@ -207,9 +216,11 @@ async def test_broadcasting_consumers_each_receive_every_message(cluster: Cluste
     group = "CID_interop_broadcast"
     with WireRecorder(cluster.namesrv.address, cluster.broker.address) as recorder:
         client = cluster.client_via(recorder.namesrv_address)
-        runs = [
-            client.start_consumer(group, topic, expect=len(messages), broadcasting=True, settle_s=1.5) for _ in range(2)
-        ]
+        runs = [client.start_consumer(group, topic, expect=len(messages), broadcasting=True, settle_s=1.5)]
+        # the second starts once the first made its local offset directory: the client's own
+        # mkdir fails when two processes create it at the same moment (seen under load)
+        await wait_for_path(client.home, f".rocketmq_offsets/*/{group}")
+        runs.append(client.start_consumer(group, topic, expect=len(messages), broadcasting=True, settle_s=1.5))
         try:
             await wait_for_pulls(recorder, group, topic, 2 * queue_count)
         except AssertionError as exc:
