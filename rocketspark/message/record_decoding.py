@@ -217,8 +217,10 @@ def decode_records(data: bytes | memoryview, *, broker_name: str = "", decompres
     Raises RecordDecodeError for truncated or corrupt input. A few records are decoded one at a
     time (:mod:`rocketspark.message.record_scalar`), more with numpy over all of them.
     """
-    if len(data) <= SMALL_RECORDS * _SMALL_RECORD_BYTES and len(record_bounds(data)) <= SMALL_RECORDS + 1:
-        return decode_small(data, broker_name=broker_name, decompress=decompress)
+    if len(data) <= SMALL_RECORDS * _SMALL_RECORD_BYTES:
+        bounds = record_bounds(data, limit=SMALL_RECORDS + 1)  # stops once there are too many
+        if len(bounds) <= SMALL_RECORDS + 1 and bounds[-1] >= len(data):
+            return decode_small(data, broker_name=broker_name, decompress=decompress)
     records = _decode(data, decompress)
     offset_ids = records.offset_msg_ids(np.arange(len(records.head)))
     (uniq_key,) = property_values(records.properties, props.UNIQ_KEY)

@@ -126,14 +126,15 @@ def store_timestamp(data: bytes, start: int) -> int:
     return int(_STORE_TIME.unpack_from(data, start + _HEAD.size + born_width)[0])
 
 
-def record_bounds(data: bytes | memoryview) -> list[int]:
-    """Where each record starts, and the end of the last: follows the TOTALSIZE fields."""
+def record_bounds(data: bytes | memoryview, limit: int | None = None) -> list[int]:
+    """Where each record starts, and the end of the last: follows the TOTALSIZE fields (of the
+    first `limit` records only, when given)."""
     size = len(data)
     bounds = [0]
     position = 0
     unpack = _I32.unpack_from
     try:
-        while position < size:
+        while position < size and (limit is None or len(bounds) <= limit):
             (total,) = unpack(data, position)
             if total < MIN_RECORD:
                 raise RecordDecodeError(f"record {len(bounds) - 1} at byte {position}: TOTALSIZE {total} is too small")
