@@ -310,10 +310,9 @@ rows = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
-@given(rows=rows, topic=st.text(min_size=1, max_size=150), store_host=hosts)
-def test_round_trip_property(rows: list[tuple[bytes, dict[str, str], str, int]], topic: str, store_host: str) -> None:
-    batch = stored(
+def stored_rows(rows: list[tuple[bytes, dict[str, str], str, int]], topic: str, store_host: str) -> pa.RecordBatch:
+    """`stored` of (body, properties, born host, sys flag) rows."""
+    return stored(
         [body for body, *_ in rows],
         [props.encode_properties(p) for _, p, _, _ in rows],
         topic=topic,
@@ -321,6 +320,12 @@ def test_round_trip_property(rows: list[tuple[bytes, dict[str, str], str, int]],
         sys_flags=[flag for *_, flag in rows],
         store_host=store_host,
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=rows, topic=st.text(min_size=1, max_size=150), store_host=hosts)
+def test_round_trip_property(rows: list[tuple[bytes, dict[str, str], str, int]], topic: str, store_host: str) -> None:
+    batch = stored_rows(rows, topic, store_host)
     data = encode_records(batch, store_host)
     decoded = decode_records_to_batch(data)
     v6 = [(sysflag.BORNHOST_V6 if "[" in host else 0) for _, _, host, _ in rows]
@@ -344,14 +349,7 @@ def test_record_by_record_and_whole_batch_paths_agree(
     """Over SMALL_RECORDS records go through numpy and Arrow, fewer one at a time: same bytes, same messages."""
     flat = [row for group in rows for row in group]
     flat = (flat * (SMALL_RECORDS // len(flat) + 2))[: SMALL_RECORDS + 1 + len(flat)]
-    batch = stored(
-        [body for body, *_ in flat],
-        [props.encode_properties(p) for _, p, _, _ in flat],
-        topic=topic,
-        born_hosts=[host for _, _, host, _ in flat],
-        sys_flags=[flag for *_, flag in flat],
-        store_host=store_host,
-    )
+    batch = stored_rows(flat, topic, store_host)
     whole = encode_records(batch, store_host)
     pieces = [encode_records(batch.slice(i, 1), store_host) for i in range(batch.num_rows)]
     assert whole == b"".join(pieces)
