@@ -17,8 +17,6 @@ import pyarrow.compute as pc
 from rocketspark.message import sysflag
 from rocketspark.message.hashing import java_string_hash, java_string_hash_array
 
-_COMPRESSION_NAMES = {sysflag.COMPRESSION_LZ4: "LZ4", sysflag.COMPRESSION_ZSTD: "ZSTD"}
-
 
 def message_ids(uniq_keys: pa.Array, offset_msg_ids: Callable[[np.ndarray], pa.Array]) -> pa.Array:
     """Java's `MessageClientExt.getMsgId` per row: the producer's UNIQ_KEY, else the offset msgId.
@@ -64,7 +62,7 @@ def decompress_bodies(bodies: pa.Array, sys_flags: np.ndarray) -> tuple[pa.Array
     unsupported = np.flatnonzero((kinds != 0) & (kinds != sysflag.COMPRESSION_ZLIB))
     if len(unsupported):
         row, kind = int(compressed[unsupported[0]]), int(kinds[unsupported[0]])
-        name = _COMPRESSION_NAMES.get(kind, f"unknown type 0x{kind:x}")
+        name = sysflag.COMPRESSION_NAMES.get(kind, f"unknown type 0x{kind:x}")
         raise ValueError(f"message {row} is compressed with {name}; only zlib bodies can be decompressed")
     try:
         plain = [zlib.decompress(body) for body in bodies.take(pa.array(compressed)).to_pylist()]

@@ -8,7 +8,6 @@ properties out of the input as Arrow arrays: :func:`decode_records` gives Messag
 
 from __future__ import annotations
 
-import ipaddress
 from typing import NamedTuple
 
 import numpy as np
@@ -34,7 +33,13 @@ from rocketspark.message.record_layout import (
     SYS_FLAG_POSITION,
     record_prefix,
 )
-from rocketspark.message.record_scalar import SMALL_RECORDS, RecordDecodeError, decode_small, record_bounds
+from rocketspark.message.record_scalar import (
+    SMALL_RECORDS,
+    RecordDecodeError,
+    decode_small,
+    format_host,
+    record_bounds,
+)
 from rocketspark.message.stored_batches import stored_batch
 
 __all__ = ["RecordDecodeError", "decode_records", "decode_records_to_batch", "record_starts"]
@@ -99,13 +104,7 @@ def _host_strings(raw: np.ndarray) -> _Hosts:
     rows, width = raw.shape
     fixed = pa.Array.from_buffers(pa.binary(width), rows, [None, pa.py_buffer(np.ascontiguousarray(raw))])
     encoded = pc.dictionary_encode(fixed)
-    return _Hosts(encoded.indices.to_numpy(), [_format_host(host) for host in encoded.dictionary.to_pylist()])
-
-
-def _format_host(raw: bytes) -> str:
-    ip = ipaddress.ip_address(raw[:-4])
-    port = int.from_bytes(raw[-4:], "big", signed=True)
-    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+    return _Hosts(encoded.indices.to_numpy(), [format_host(host) for host in encoded.dictionary.to_pylist()])
 
 
 class _Layout(NamedTuple):
@@ -220,7 +219,7 @@ def decode_records(data: bytes | memoryview, *, broker_name: str = "", decompres
     if len(data) <= SMALL_RECORDS * _SMALL_RECORD_BYTES:
         bounds = record_bounds(data, limit=SMALL_RECORDS + 1)  # stops once there are too many
         if len(bounds) <= SMALL_RECORDS + 1 and bounds[-1] >= len(data):
-            return decode_small(data, broker_name=broker_name, decompress=decompress)
+            return decode_small(data, bounds, broker_name=broker_name, decompress=decompress)
     records = _decode(data, decompress)
     offset_ids = records.offset_msg_ids(np.arange(len(records.head)))
     (uniq_key,) = property_values(records.properties, props.UNIQ_KEY)

@@ -39,7 +39,6 @@ _TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, body
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HOST_BITS = sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6
-_COMPRESSION_NAMES = {sysflag.COMPRESSION_LZ4: "LZ4", sysflag.COMPRESSION_ZSTD: "ZSTD"}
 
 
 class RecordDecodeError(ValueError):
@@ -152,16 +151,19 @@ def record_bounds(data: bytes | memoryview, limit: int | None = None) -> list[in
 
 
 @functools.lru_cache(maxsize=1024)
-def _format_host(raw: bytes) -> str:
+def format_host(raw: bytes) -> str:
+    """A record's host field (IP and int32 port) as "ip:port", "[ip]:port" for IPv6."""
     ip = ipaddress.ip_address(raw[:-4])
     port = int.from_bytes(raw[-4:], "big", signed=True)
     return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 
 
-def decode_small(data: bytes | memoryview, *, broker_name: str = "", decompress: bool = True) -> list[MessageExt]:
-    """The messages of a few records: what `decode_records` returns, one record at a time."""
+def decode_small(
+    data: bytes | memoryview, bounds: list[int], *, broker_name: str = "", decompress: bool = True
+) -> list[MessageExt]:
+    """The messages of a few records (`bounds`: their :func:`record_bounds`): what `decode_records`
+    returns, one record at a time."""
     view = bytes(data)
-    bounds = record_bounds(view)
     return [
         _decode_one(view, index, start, end, broker_name, decompress)
         for index, (start, end) in enumerate(itertools.pairwise(bounds))
@@ -209,14 +211,14 @@ def _decode_one(data: bytes, index: int, start: int, end: int, broker_name: str,
     if decompress and sys_flag & sysflag.COMPRESSED:
         kind = sys_flag & sysflag.COMPRESSION_TYPE_MASK
         if kind not in (0, sysflag.COMPRESSION_ZLIB):
-            name = _COMPRESSION_NAMES.get(kind, f"unknown type 0x{kind:x}")
+            name = sysflag.COMPRESSION_NAMES.get(kind, f"unknown type 0x{kind:x}")
             raise fail(f"compressed with {name}; only zlib bodies can be decompressed")
         try:
             body = zlib.decompress(body)
         except zlib.error as exc:
             raise fail(f"a zlib-compressed body does not decompress: {exc}") from None
         sys_flag &= ~sysflag.COMPRESSED
-    store_host = _format_host(store)
+    store_host = format_host(store)
     properties = props.decode_properties(text)
     offset_msg_id = ids.offset_msg_id(store_host, physical)
     return MessageExt(
@@ -228,7 +230,7 @@ def _decode_one(data: bytes, index: int, start: int, end: int, broker_name: str,
         msg_id=properties.get(props.UNIQ_KEY, offset_msg_id),
         offset_msg_id=offset_msg_id,
         born_timestamp=born_ts,
-        born_host=_format_host(born),
+        born_host=format_host(born),
         store_timestamp=store_ts,
         store_host=store_host,
         flag=flag,

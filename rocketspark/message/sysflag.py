@@ -15,6 +15,8 @@ COMPRESSION_TYPE_MASK = 0x700  # 5.x: 0x100 LZ4, 0x200 ZSTD, 0x300 ZLIB; 0 = ZLI
 COMPRESSION_LZ4 = 0x100
 COMPRESSION_ZSTD = 0x200
 COMPRESSION_ZLIB = 0x300
+#: the compression types a decoder refuses, by name (zlib, 0 or 0x300, is the one it inflates)
+COMPRESSION_NAMES = {COMPRESSION_LZ4: "LZ4", COMPRESSION_ZSTD: "ZSTD"}
 
 
 def transaction_type(sys_flag: int) -> int:
