@@ -73,7 +73,7 @@ class CommitLogAppender:
         store_host: str,
         io_executor: Executor,
         next_queue_offset: Callable[[str, int], int],
-        on_stored: Callable[[Placement, int, StoredBatch, bool, list[AppendRequest]], None],
+        on_stored: Callable[[Round, StoredBatch, int], None],
         on_synced: Callable[[int], None],
         window: DuplicateWindow | None = None,
     ) -> None:
@@ -255,7 +255,7 @@ class CommitLogAppender:
             if current.sync:
                 self.fsyncs += 1
                 self._on_synced(placement.position + length)
-            self._on_stored(placement, length, batch, current.sync, current.requests)
+            self._on_stored(current, batch, length)
         for request in current.requests:
             if not request.future.done():
                 request.future.set_result(put_result(request, status))

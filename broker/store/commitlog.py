@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +24,12 @@ import pyarrow as pa
 from broker.store import record
 from broker.store.durability import make_directories
 from broker.store.growable import GrowableArray
-from broker.store.stored import StoredBatch, stored_size
+from broker.store.stored import StoredBatch, as_batches, stored_size
 from rocketspark.fileutil import fsync_directory
 
 log = logging.getLogger(__name__)
+
+_READ_CHUNK = 1024  # stored batches read (and their message records decoded) together by arrow_batches
 
 
 def segment_name(start: int) -> str:
@@ -221,6 +224,13 @@ class CommitLog:
         """Read the batch at `position` from disk (blocking). It looks the segment up in lists the
         event loop changes, so other threads resolve the segment on the loop and call `Segment.read`."""
         return self.segment_holding(position).read(position)
+
+    def arrow_batches(self, positions: Sequence[int]) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """(position, STORED_SCHEMA batch) of each of `positions`, in their order, from disk
+        (blocking: recovery). Read a chunk at a time, so runs of message records decode together."""
+        for start in range(0, len(positions), _READ_CHUNK):
+            part = positions[start : start + _READ_CHUNK]
+            yield from zip(part, as_batches([self.load(position) for position in part]), strict=True)
 
     def segment_holding(self, position: int) -> Segment:
         segment = self.segment_for(position)

@@ -27,7 +27,6 @@ import pyarrow.compute as pc
 
 from broker.store.commitlog import CommitLog
 from broker.store.key_table import KeyTable, TableShape
-from broker.store.stored import as_batches
 from rocketspark.message.stable_hashes import (
     GOLDEN,
     MASK64,
@@ -39,8 +38,6 @@ from rocketspark.message.stable_hashes import (
 )
 
 log = logging.getLogger(__name__)
-
-_RECOVERY_CHUNK = 1024  # stored batches read together (runs of message records decode at once)
 
 
 def deduplicated_topic(topic: str) -> bool:
@@ -197,21 +194,13 @@ class DuplicateWindow:
         rows = 0
         positions = commit_log.batches_between(commit_log.min_offset, end)
         columns = ["topic", "queue_id", "queue_offset", "commit_log_offset", "store_timestamp", "properties"]
-        for chunk_end in range(len(positions), 0, -_RECOVERY_CHUNK):  # newest first, a chunk at a time
-            chunk = positions[max(0, chunk_end - _RECOVERY_CHUNK) : chunk_end]
-            batches = as_batches([commit_log.load(position) for position in chunk])
-            old_enough = False
-            for stored in reversed(batches):
-                batch = stored.select(columns)
-                if not batch.num_rows or int(pc.max(batch.column("store_timestamp")).as_py()) < cutoff:
-                    old_enough = True
-                    break
-                recent.append(batch)
-                rows += batch.num_rows
-                if rows >= self.max_keys:
-                    old_enough = True
-                    break
-            if old_enough:
+        for _, stored in commit_log.arrow_batches(positions[::-1]):  # newest first
+            batch = stored.select(columns)
+            if not batch.num_rows or int(pc.max(batch.column("store_timestamp")).as_py()) < cutoff:
+                break
+            recent.append(batch)
+            rows += batch.num_rows
+            if rows >= self.max_keys:
                 break
         for batch in reversed(recent):
             self.add_stored_batch(batch, now)

@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker.store.append_requests import AppendRequest, StandardMessage
-from broker.store.appender import CommitLogAppender
+from broker.store.appender import CommitLogAppender, Round
 from broker.store.checkpoint import Checkpoint
-from broker.store.commitlog import CommitLog, Placement
+from broker.store.commitlog import CommitLog
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.consume_queue import CQ_ENTRY, ConsumeQueue
 from broker.store.dedup import DuplicateWindow
@@ -31,7 +31,6 @@ from broker.store.results import GetResult, GetStatus, PutResult
 from broker.store.retention import InFlightReads, Retention
 from broker.store.stored import Piece, StoredBatch, WireRecords, arrow_batches, as_batches
 from rocketspark.message.message_columns import tag_code, tag_codes
-from rocketspark.message.record_scalar import store_timestamp
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
@@ -41,7 +40,6 @@ ArrivalListener = Callable[[str, int, int, np.ndarray], None]
 
 _MIN_SCAN_ENTRIES = 16_000
 _INDEX_BATCH_ROWS = 50_000
-_RECOVERY_CHUNK = 1024  # stored batches read (and their wire records decoded) together in recovery
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,12 +154,10 @@ class MessageStore:
             queue.truncate_at_position(dispatched)
         self.index.truncate_at(dispatched)
         positions = self.commit_log.batches_between(dispatched, end)
-        for chunk in range(0, len(positions), _RECOVERY_CHUNK):
-            part = positions[chunk : chunk + _RECOVERY_CHUNK]
-            for position, batch in zip(part, as_batches([self.commit_log.load(p) for p in part]), strict=True):
-                segment = self.commit_log.segment_for(position)
-                assert segment is not None
-                self._dispatch(position, segment.start, batch)
+        for position, batch in self.commit_log.arrow_batches(positions):
+            segment = self.commit_log.segment_for(position)
+            assert segment is not None
+            self._dispatch(position, segment.start, batch)
         self._dispatched = end
         self.duplicates.recover(self.commit_log, end)
         for queue in self.queues.values():
@@ -241,21 +237,22 @@ class MessageStore:
         )
         return await future
 
-    def _stored(
-        self, placement: Placement, length: int, stored: StoredBatch, synced: bool, requests: list[AppendRequest]
-    ) -> None:
-        self.commit_log.register(placement, length, stored, synced=synced)
+    def _stored(self, written: Round, stored: StoredBatch, length: int) -> None:
+        placement = written.placement
+        assert placement is not None
+        self.commit_log.register(placement, length, stored, synced=written.sync)
         if isinstance(stored, WireRecords):
-            self._dispatch_sends(placement, stored, requests)
+            self._dispatch_sends(written, stored)
         else:
             self._dispatch(placement.position, placement.segment.start, stored)
         self._dispatched = placement.position + length
 
-    def _dispatch_sends(self, placement: Placement, stored: WireRecords, requests: list[AppendRequest]) -> None:
+    def _dispatch_sends(self, written: Round, stored: WireRecords) -> None:
         """Add a round of standard sends to their consume queues, from the values the sends carried
         (a few numpy calls per send: these rounds are small, and Arrow's fixed costs would dominate)."""
-        store_ts = store_timestamp(stored.payload, 0)  # one for the whole round
-        for request in requests:
+        placement = written.placement
+        assert placement is not None
+        for request in written.requests:
             if not request.count:
                 continue
             assert request.messages is not None
@@ -265,7 +262,7 @@ class MessageStore:
             entries["row"] = np.arange(first_row, first_row + request.count)
             entries["size"] = [len(m.body) for m in request.messages]
             entries["tags_code"] = [tag_code(m.tags) for m in request.messages]
-            entries["store_ts"] = store_ts
+            entries["store_ts"] = written.store_timestamp
             self._append_entries(request.topic, request.queue_id, request.first_queue_offset, entries)
         self._unindexed.append((placement.segment.start, stored))
         self._unindexed_rows += stored.num_rows

@@ -72,8 +72,7 @@ def checksum_matches(header: RecordHeader, payload: bytes | memoryview) -> bool:
     return len(payload) == header.payload_length and zlib.crc32(payload) == header.crc
 
 
-def decode_payload(header: RecordHeader, payload: pa.Buffer | bytes) -> StoredBatch:
+def decode_payload(header: RecordHeader, payload: bytes) -> StoredBatch:
     if header.wire:
-        return WireRecords.parse(payload.to_pybytes() if isinstance(payload, pa.Buffer) else payload)
-    buffer = payload if isinstance(payload, pa.Buffer) else pa.py_buffer(payload)
-    return pa.ipc.read_record_batch(buffer, STORED_SCHEMA)
+        return WireRecords.parse(payload)
+    return pa.ipc.read_record_batch(pa.py_buffer(payload), STORED_SCHEMA)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from broker.store.commitlog import CommitLog
 from broker.store.consume_queue import ConsumeQueue
-from broker.store.stored import as_batch
+from broker.store.stored import as_batches
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def logics_agree_with_log(
         if position < commit_log.min_offset:
             continue  # deleted by retention; dropped below
         try:
-            batch = as_batch(commit_log.load(position))
+            batch = as_batches([commit_log.load(position)])[0]
         except (LookupError, OSError, ValueError):
             return False
         row = int(last["row"])

@@ -10,7 +10,7 @@ reader's form differs from the stored one, and converts many stored records at o
 - an Arrow pull of Arrow rows is a slice; of wire records, one `decode_records_to_batch` call
   over all the wire records it takes;
 - everything else (recovery, the index, lookups by id or key) reads Arrow batches, decoding runs
-  of wire records together (:func:`arrow_batches`).
+  of wire records together (:func:`as_batches`).
 """
 
 from __future__ import annotations
@@ -53,10 +53,6 @@ class WireRecords:
             return self.payload[int(self.bounds[first]) : int(self.bounds[last + 1])]
         view = memoryview(self.payload)
         return b"".join(view[int(self.bounds[r]) : int(self.bounds[r + 1])] for r in rows.tolist())
-
-    def to_batch(self) -> pa.RecordBatch:
-        """The records as a STORED_SCHEMA batch, bodies as stored (compressed ones stay so)."""
-        return decode_records_to_batch(self.payload, decompress=False)
 
 
 StoredBatch: TypeAlias = pa.RecordBatch | WireRecords
@@ -148,7 +144,3 @@ def as_batches(stored: Sequence[StoredBatch]) -> list[pa.RecordBatch]:
         else:
             result.extend(piece.stored for piece in run)
     return result
-
-
-def as_batch(stored: StoredBatch) -> pa.RecordBatch:
-    return stored.to_batch() if isinstance(stored, WireRecords) else stored

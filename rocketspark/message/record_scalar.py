@@ -27,7 +27,6 @@ from rocketspark.message.record_layout import (
     MAX_V1_TOPIC_LENGTH,
     MAX_V2_TOPIC_LENGTH,
     MIN_RECORD,
-    SYS_FLAG_POSITION,
 )
 
 #: at most this many records go through the per-record path
@@ -116,13 +115,6 @@ def encode_record(
             encoded,
         )
     )
-
-
-def store_timestamp(data: bytes, start: int) -> int:
-    """The STORETIMESTAMP of the record at byte `start`."""
-    sys_flag = _I32.unpack_from(data, start + SYS_FLAG_POSITION)[0]
-    born_width = IPV6_HOST if sys_flag & sysflag.BORNHOST_V6 else IPV4_HOST
-    return int(_STORE_TIME.unpack_from(data, start + _HEAD.size + born_width)[0])
 
 
 def record_bounds(data: bytes | memoryview, limit: int | None = None) -> list[int]:
