@@ -43,6 +43,7 @@ from rocketspark.remoting.headers.send import SendMessageRequestHeader
 
 BODY = b"x" * 128
 GROUP = "bench_vs_redis"
+BROKER_NAME = "broker-a"  # the bundled broker's default name
 BATCH = 16
 PULL = 32
 LATENCY_PULLS = 200
@@ -84,6 +85,7 @@ class ThinRocketMQ:
         self.address = target.broker.address
         self.client = RemotingClient()
         self.ids = UniqueIdGenerator()
+        self.topic = ""  # use_topic sets it
 
     def _header(self, topic: str, *, properties: str, batch: bool = False) -> SendMessageRequestHeader:
         return SendMessageRequestHeader(
@@ -102,7 +104,7 @@ class ThinRocketMQ:
     async def send_one(self) -> int:
         key = self.ids.next()
         header = self._header(self.topic, properties=props.encode_properties({props.UNIQ_KEY: key}))
-        await send.send_message(self.client, self.address, "broker-a", header, BODY, msg_id=key)
+        await send.send_message(self.client, self.address, BROKER_NAME, header, BODY, msg_id=key)
         return 1
 
     async def send_batch(self) -> int:
@@ -110,7 +112,7 @@ class ThinRocketMQ:
         body = encode_batch_body([(0, BODY, props.encode_properties({props.UNIQ_KEY: k})) for k in keys])
         header = self._header(self.topic, properties="", batch=True)
         code = RequestCode.SEND_BATCH_MESSAGE
-        await send.send_message(self.client, self.address, "", header, body, msg_id="", code=code, count=BATCH)
+        await send.send_message(self.client, self.address, BROKER_NAME, header, body, msg_id="", code=code, count=BATCH)
         return BATCH
 
     async def pull(self, offset: int, count: int) -> tuple[int, int]:
@@ -130,8 +132,6 @@ class ThinRocketMQ:
         )
         result = await pull.pull_message(self.client, self.address, header)
         return len(decode_records(result.body)), result.next_begin_offset
-
-    topic = ""
 
     async def use_topic(self, topic: str, target: Cluster) -> None:
         await admin.create_topic(self.client, self.address, TopicConfig(topic, 1, 1))
