@@ -60,7 +60,8 @@ class ServerProcess:
                 text=True,
                 env=dict(os.environ, PYTHONUNBUFFERED="1"),
             )
-        threading.Thread(target=self._pump_stdout, args=(self._process,), daemon=True).start()
+        # the queue is this process's own: a restarted server's previous pump may still be draining
+        threading.Thread(target=self._pump_stdout, args=(self._process, self._lines), daemon=True).start()
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -78,11 +79,12 @@ class ServerProcess:
         self._wait_accepting(deadline)
         return self.address
 
-    def _pump_stdout(self, process: subprocess.Popen[str]) -> None:
+    @staticmethod
+    def _pump_stdout(process: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
         assert process.stdout is not None
         for line in process.stdout:
-            self._lines.put(line)
-        self._lines.put(None)
+            lines.put(line)
+        lines.put(None)
 
     def _wait_accepting(self, deadline: float) -> None:
         host, port = self.address.rsplit(":", 1)
