@@ -10,7 +10,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from bench.cluster import Cluster, cluster
 from bench.ingest import QUEUES, prepare_topic
@@ -24,17 +26,26 @@ BODY = b"x" * 128
 CHUNK = 10_000
 
 
-async def preload(target: Cluster, count: int) -> None:
+async def preload(target: Cluster, count: int, *, keys: bool = False) -> None:
+    """Store `count` messages with Arrow sends; with `keys`, message n has the key `key_of(n)`."""
     await prepare_topic(target)
     table = pa.table({"body": pa.array([BODY] * CHUNK, pa.binary())})
     async with AsyncProducer("bench_preload", namesrv_addr=target.namesrv_addr, send_timeout_ms=30_000) as producer:
         sent = 0
         while sent < count:
             rows = min(CHUNK, count - sent)
-            await producer.send_arrow(table.slice(0, rows), TOPIC)
+            chunk = table.slice(0, rows)
+            if keys:
+                numbers = pc.cast(pa.array(np.arange(sent, sent + rows)), pa.string())
+                chunk = chunk.append_column("keys", pc.binary_join_element_wise("k", numbers, ""))
+            await producer.send_arrow(chunk, TOPIC)
             sent += rows
             if sent % 500_000 == 0:
                 progress(f"stored {sent:,} messages")
+
+
+def key_of(n: int) -> str:
+    return f"k{n}"
 
 
 async def max_offsets(target: Cluster) -> dict[int, int]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from broker.config import BrokerConfig
 from broker.controller import BrokerController
+from broker.memory import return_freed_memory
 from broker.store.config import StoreConfig
 from rocketspark.errors import ConfigError
 from rocketspark.logs import LOG_LEVELS, configure_logging
@@ -72,6 +73,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BrokerConfig, StoreConfig
 def main(argv: list[str] | None = None) -> int:
     config, store_config, level = parse_args(argv)
     configure_logging(level)
+    return_freed_memory()
     controller = BrokerController(config, store_config)
 
     async def start() -> list[str]:

@@ -37,7 +37,11 @@ class StoreConfig:
     max_group_commit_bytes: int = 8 * 1024 * 1024
     max_group_commit_messages: int = 65_536
     # recently written batches kept in memory so tailing consumers never read the disk
-    batch_cache_bytes: int = 256 * 1024 * 1024
+    batch_cache_bytes: int = 32 * 1024 * 1024
+    # hash slots of an index file, at most (RocketMQ's maxHashSlotNum); fewer for small segments
+    max_hash_slot_num: int = 5_000_000
+    # blocks of consume queue entries read back from disk, kept for consumers reading behind
+    consume_queue_cache_bytes: int = 16 * 1024 * 1024
     # back-pressure: sends waiting for the commit log writer are answered SYSTEM_BUSY when they
     # waited this long (ms), or at once when this many sends or body bytes are waiting already
     wait_time_mills_in_send_queue: int = 200
@@ -61,6 +65,8 @@ class StoreConfig:
             "clean_resource_interval",
             "max_group_commit_bytes",
             "max_group_commit_messages",
+            "consume_queue_cache_bytes",
+            "max_hash_slot_num",
             "wait_time_mills_in_send_queue",
             "send_thread_pool_queue_capacity",
             "send_queue_max_bytes",
@@ -84,6 +90,13 @@ class StoreConfig:
     @property
     def consume_queue_entries_per_file(self) -> int:
         return max(1, self.mapped_file_size_consume_queue // 20)
+
+    @property
+    def index_slots_per_file(self) -> int:
+        """Hash slots of a new index file: one per 512 bytes of its segment (2M for 1 GiB: chains of
+        about four entries with 128-byte bodies and one key, an 8 MiB table in memory while the
+        file fills)."""
+        return min(self.max_hash_slot_num, max(1024, self.mapped_file_size_commit_log // 512))
 
     @property
     def commit_log_dir(self) -> Path:

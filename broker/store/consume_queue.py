@@ -1,14 +1,22 @@
 """Consume queues: per (topic, queue id), logical offsets 0, 1, 2, ... -> where the message is stored.
 
 Each entry is 32 bytes: position of the stored batch, row in it, body size, tag hash code (Java
-`String.hashCode` of the tags, as RocketMQ's tagsCode) and store time. Entries live in memory as
-one numpy array per queue and are persisted in files of a fixed number of entries, named by the
-logical offset of their first entry, like RocketMQ's consume queue files. The last file is never
-deleted, so a queue emptied by retention keeps its offsets after a restart.
+`String.hashCode` of the tags, as RocketMQ's tagsCode) and store time. Entries are persisted in
+files of a fixed number of entries, named by the logical offset of their first entry, like
+RocketMQ's consume queue files. The last file is never deleted, so a queue emptied by retention
+keeps its offsets after a restart.
+
+Only a queue's tail stays in memory: the entries not yet written to its files and the rest of the
+block of `BLOCK_ENTRIES` they fall in. Older entries are read back from the files a block at a time
+through a `BlockCache` shared by all queues, so memory does not grow with the number of messages
+stored. Blocks are read on the event loop: a block is 32 KiB that was written through the page
+cache, which costs less than a hop to the I/O thread.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import logging
 import os
 from dataclasses import dataclass
@@ -16,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from broker.store.block_cache import BlockCache
 from broker.store.durability import make_directories
 from broker.store.growable import GrowableArray
 from rocketspark.fileutil import fsync_directory
@@ -23,6 +32,10 @@ from rocketspark.fileutil import fsync_directory
 log = logging.getLogger(__name__)
 
 CQ_ENTRY = np.dtype([("batch_pos", "<i8"), ("row", "<i4"), ("size", "<i4"), ("tags_code", "<i8"), ("store_ts", "<i8")])
+#: entries read from disk and cached together (32 KiB)
+BLOCK_ENTRIES = 1024
+
+_serials = itertools.count()
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,62 +48,133 @@ class PendingFlush:
 
 
 class ConsumeQueue:
-    def __init__(self, topic: str, queue_id: int, directory: Path, entries_per_file: int) -> None:
+    def __init__(self, topic: str, queue_id: int, directory: Path, entries_per_file: int, cache: BlockCache) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.directory = directory
         self.entries_per_file = entries_per_file
-        self._entries = GrowableArray(CQ_ENTRY)
+        self._cache = cache
+        self._serial = next(_serials)
         self.min_offset = 0
+        self._tail = GrowableArray(CQ_ENTRY)
+        self._tail_start = 0  # logical offset of the tail's first entry; older ones are on disk
         self._flushed = 0  # logical offset up to which entries are written to files
 
     @property
     def max_offset(self) -> int:
         """The next logical offset to be written, i.e. the number of messages ever stored."""
-        return self.min_offset + len(self._entries)
+        return self._tail_start + len(self._tail)
 
     def entries(self, start: int, count: int) -> np.ndarray:
-        """A view of up to `count` entries from logical offset `start` (clamped to what exists)."""
-        begin = max(start, self.min_offset) - self.min_offset
-        return self._entries.view()[begin : begin + max(count, 0)]
+        """Up to `count` entries from logical offset `start` (clamped to what exists), read-only."""
+        begin = max(start, self.min_offset)
+        end = min(begin + max(count, 0), self.max_offset)
+        if begin >= end:
+            return self._tail.view()[:0]
+        if begin >= self._tail_start:
+            return self._tail.view()[begin - self._tail_start : end - self._tail_start]
+        parts = []
+        offset = begin
+        while offset < min(end, self._tail_start):
+            block = offset // BLOCK_ENTRIES
+            entries = self._block(block)
+            block_start = (block + 1) * BLOCK_ENTRIES - len(entries)
+            part = entries[offset - block_start : min(end, (block + 1) * BLOCK_ENTRIES) - block_start]
+            parts.append(part)
+            offset += len(part)
+        if offset < end:
+            parts.append(self._tail.view()[: end - self._tail_start])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _block(self, block: int) -> np.ndarray:
+        """The entries of block `block` that are at or above the queue's minimum offset when read;
+        the block's last entry is always the one just before the block's end."""
+        cached = self._cache.get(self._serial, block)
+        if cached is None:
+            start = max(block * BLOCK_ENTRIES, self.min_offset)
+            cached = self._read_files(start, (block + 1) * BLOCK_ENTRIES)
+            self._cache.put(self._serial, block, cached)
+        return cached
+
+    def _read_files(self, start: int, end: int) -> np.ndarray:
+        """Entries [start, end) from the queue's files (blocking: see the module's docstring)."""
+        result = np.empty(max(end - start, 0), dtype=CQ_ENTRY)
+        offset = start
+        while offset < end:
+            file_start = offset - offset % self.entries_per_file
+            count = min(end, file_start + self.entries_per_file) - offset
+            path = self.directory / f"{file_start:020d}"
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                data = os.pread(fd, count * CQ_ENTRY.itemsize, (offset - file_start) * CQ_ENTRY.itemsize)
+            finally:
+                os.close(fd)
+            if len(data) != count * CQ_ENTRY.itemsize:
+                raise OSError(f"consume queue file {path} ends before offset {offset + count}")
+            result[offset - start : offset - start + count] = np.frombuffer(data, dtype=CQ_ENTRY)
+            offset += count
+        return result
+
+    def _first_at_least(self, field: str, value: int) -> int:
+        """The first offset whose entry's `field` (non-decreasing along the queue) is at least
+        `value`; the max offset if there is none."""
+        tail = self._tail.view()
+        if len(tail) and int(tail[field][0]) < value:
+            return self._tail_start + int(np.searchsorted(tail[field], value, side="left"))
+        on_disk = range(self.min_offset, self._tail_start)
+        return self.min_offset + bisect.bisect_left(on_disk, value, key=lambda o: int(self.entries(o, 1)[field][0]))
+
+    def _start_tail_at(self, offset: int) -> None:
+        """Keep entries [offset, max offset) in memory and forget cached blocks (they may change)."""
+        if offset >= self._tail_start:
+            self._tail.drop_head(offset - self._tail_start)
+        else:
+            tail = GrowableArray(CQ_ENTRY)
+            tail.append(self._read_files(offset, self._tail_start))
+            tail.append(self._tail.view())
+            self._tail = tail
+        self._tail_start = offset
 
     # -- loading and recovery ------------------------------------------------------------------
 
     def load(self) -> None:
-        if not self.directory.is_dir():
-            return
-        files = sorted(p for p in self.directory.iterdir() if p.name.isdigit())
+        """Find the queue's extent from its files' sizes; read only the last block's entries."""
+        files = self._files()
         if not files:
             return
-        self.min_offset = int(files[0].name)
-        expected = self.min_offset
+        self.min_offset = expected = int(files[0].name)
         for path in files:
             start = int(path.name)
             if start != expected:
                 raise ValueError(f"consume queue {self.topic}:{self.queue_id}: file {path.name} leaves a gap")
-            data = np.fromfile(path, dtype=np.uint8)
-            whole = len(data) // CQ_ENTRY.itemsize
-            self._entries.append(data[: whole * CQ_ENTRY.itemsize].view(CQ_ENTRY))
+            whole = path.stat().st_size // CQ_ENTRY.itemsize
             expected = start + whole
             if whole < self.entries_per_file:
                 break
-        self._flushed = self.max_offset
+        self._tail_start = expected
+        self._flushed = expected
+        self._start_tail_at(max(self.min_offset, expected - expected % BLOCK_ENTRIES))
 
     def truncate_at_position(self, batch_pos: int) -> None:
         """Forget entries of batches stored at or after `batch_pos` (they are dispatched again)."""
-        positions = self._entries.view()["batch_pos"]
-        keep = int(np.searchsorted(positions, batch_pos, side="left"))
-        if keep < len(self._entries):
-            self._entries.truncate(keep)
-            self._truncate_files(self.max_offset)
+        keep = self._first_at_least("batch_pos", batch_pos)
+        if keep < self.max_offset:
+            self._cut(keep)
+
+    def _cut(self, keep: int) -> None:
+        if keep < self._tail_start:
+            self._start_tail_at(max(self.min_offset, keep - keep % BLOCK_ENTRIES))
+        self._tail.truncate(keep - self._tail_start)
+        self._cache.drop_owner(self._serial)
+        self._truncate_files(keep)
 
     def drop_below(self, min_commit_log_offset: int) -> None:
         """Retention: forget entries whose batches were deleted (their files: `delete_files_below`)."""
-        positions = self._entries.view()["batch_pos"]
-        dropped = int(np.searchsorted(positions, min_commit_log_offset, side="left"))
-        if dropped:
-            self._entries.drop_head(dropped)
-            self.min_offset += dropped
+        floor = self._first_at_least("batch_pos", min_commit_log_offset)
+        if floor > self.min_offset:
+            self.min_offset = floor
+            if self._tail_start < floor:
+                self._start_tail_at(floor)
 
     def delete_files_below(self, min_offset: int) -> None:
         """Delete files holding only offsets below `min_offset`, never the last one (I/O thread)."""
@@ -126,8 +210,8 @@ class ConsumeQueue:
             raise ValueError(
                 f"consume queue {self.topic}:{self.queue_id} expects offset {self.max_offset}, got {first_offset}"
             )
-        if len(self._entries) == 0 and self.max_offset == 0 and first_offset > 0:
-            self.min_offset = first_offset  # a queue whose files were lost: start where the log says
+        if self.max_offset == 0 and first_offset > 0:
+            self.min_offset = self._tail_start = first_offset  # a queue whose files were lost: start where the log says
             skip = 0
         elif skip > 0 and first_offset >= self.min_offset:
             known = self.entries(first_offset, 1)[0]
@@ -135,13 +219,14 @@ class ConsumeQueue:
                 self._start_over(first_offset)
                 skip = 0
         if skip < len(entries):
-            self._entries.append(entries[skip:])
+            self._tail.append(entries[skip:])
 
     def _start_over(self, offset: int) -> None:
         """Forget every entry and file and continue at `offset` (recovery, on the I/O thread)."""
         log.info("consume queue %s:%d starts over at %d: its topic was created", self.topic, self.queue_id, offset)
-        self._entries.truncate(0)
-        self.min_offset = offset
+        self._tail.truncate(0)
+        self.min_offset = self._tail_start = offset
+        self._cache.drop_owner(self._serial)
         self._truncate_files(offset)
 
     def pending_flush(self) -> PendingFlush | None:
@@ -151,7 +236,11 @@ class ConsumeQueue:
         return PendingFlush(self, start, self.entries(start, self.max_offset - start).copy())
 
     def mark_flushed(self, offset: int) -> None:
+        """Entries below `offset` are on disk: drop the tail's complete blocks below it."""
         self._flushed = max(self._flushed, offset)
+        block_start = max(self.min_offset, self._flushed - self._flushed % BLOCK_ENTRIES)
+        if block_start > self._tail_start:
+            self._start_tail_at(block_start)
 
     def write(self, pending: PendingFlush) -> None:
         """Write pending entries to their files and fsync them, and the names of new ones (I/O thread)."""
@@ -178,16 +267,21 @@ class ConsumeQueue:
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int:
         """The first offset stored at or after `timestamp_ms`; the max offset if none is."""
-        times = self._entries.view()["store_ts"]
-        return self.min_offset + int(np.searchsorted(times, timestamp_ms, side="left"))
+        return self._first_at_least("store_ts", timestamp_ms)
+
+    def last_offset_before(self, batch_pos: int) -> int | None:
+        """The last offset whose batch is stored before commit log offset `batch_pos`."""
+        offset = self._first_at_least("batch_pos", batch_pos) - 1
+        return offset if offset >= self.min_offset else None
 
     def earliest_store_time(self) -> int:
-        return int(self._entries.view()["store_ts"][0]) if len(self._entries) else 0
+        return int(self.entries(self.min_offset, 1)["store_ts"][0]) if self.max_offset > self.min_offset else 0
 
     def last_entry(self) -> np.void | None:
-        return self._entries.view()[-1] if len(self._entries) else None
+        return self.entries(self.max_offset - 1, 1)[0] if self.max_offset > self.min_offset else None
 
     def delete_files(self) -> None:
+        self._cache.drop_owner(self._serial)
         for path in self._files():
             path.unlink(missing_ok=True)
         if self.directory.is_dir():

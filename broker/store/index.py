@@ -1,29 +1,46 @@
 """Index of messages by key, for QUERY_MESSAGE: `topic#key` for every KEYS token and the msgId.
 
-As RocketMQ's IndexFile, the index holds the Java `String.hashCode` of `topic#key` with the
-message's commit log offset and store time; a lookup collects candidates by hash and the caller
-checks the real keys. Entries are kept per commit log segment (one file each, deleted with the
-segment), built per stored batch with pyarrow/numpy.
+As RocketMQ's IndexFile, each file holds a header, a table of hash slots and then entries in
+store order; there is one file per commit log segment, deleted with it. An entry holds the Java
+`String.hashCode` of `topic#key`, the number of the previous entry that fell in the same slot, the
+message's commit log offset and its store time; a slot holds the number of its newest entry
+(numbers count from 1; 0 ends a chain). A lookup follows one chain per file and the caller checks
+the real keys, so it reads a few entries, never a whole file.
+
+Entries are written when the store flushes its logics and read back with positional reads. The
+slot table of a file still taking entries lives in memory; it is written to the file, and the
+header marked as covering that many entries, once the file's segment is complete or the store
+stops. A file whose table covers fewer entries than it holds (a crash, or a truncation by
+recovery) gets its table rebuilt from its entries when it is opened. So memory holds one slot
+table and the entries of the last second, whatever the number of messages stored.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
-from dataclasses import dataclass
+import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from broker.store.durability import make_directories
 from broker.store.growable import GrowableArray
 from rocketspark.message.hashing import java_string_hash, java_string_hash_array
 
 log = logging.getLogger(__name__)
 
-INDEX_ENTRY = np.dtype([("hash", "<i8"), ("commit_log_offset", "<i8"), ("store_ts", "<i8")])
-
+INDEX_ENTRY = np.dtype([("hash", "<i4"), ("prev", "<i4"), ("commit_log_offset", "<i8"), ("store_ts", "<i8")])
+#: entries of index files written before the hash slots (no header): read once and converted
+LEGACY_ENTRY = np.dtype([("hash", "<i8"), ("commit_log_offset", "<i8"), ("store_ts", "<i8")])
+MAGIC = b"RSI2"
+HEADER = struct.Struct("<4sIQ")  # magic, slot count, entries the slot table on disk covers
+HEADER_SIZE = 64
+_CHUNK = 1 << 20  # entries read together when a slot table is rebuilt
 
 #: the columns of a stored batch that its index entries are built from
 INDEXED_COLUMNS = ["topic", "keys", "msg_id", "commit_log_offset", "store_timestamp"]
@@ -31,7 +48,7 @@ INDEXED_COLUMNS = ["topic", "keys", "msg_id", "commit_log_offset", "store_timest
 
 def index_entries(batch: pa.RecordBatch) -> np.ndarray:
     """The index entries of stored messages (all columns, or INDEXED_COLUMNS): each KEYS token
-    and the msgId, per message."""
+    and the msgId, per message, in commit log order; their chains are linked by `IndexFile.add`."""
     keys = pc.split_pattern(pc.fill_null(batch.column("keys"), ""), " ")
     tokens = pc.list_flatten(keys)
     parents = pc.list_parent_indices(keys)
@@ -40,63 +57,227 @@ def index_entries(batch: pa.RecordBatch) -> np.ndarray:
     rows = pa.concat_arrays([parents.cast(pa.int64()), pa.array(np.arange(batch.num_rows, dtype=np.int64))])
     names = pa.concat_arrays([tokens, batch.column("msg_id")])
     joined = pc.binary_join_element_wise(pc.take(batch.column("topic"), rows), names, "#")
-    entries = np.empty(len(rows), dtype=INDEX_ENTRY)
     row_numbers = rows.to_numpy()
-    entries["hash"] = java_string_hash_array(joined)
-    entries["commit_log_offset"] = batch.column("commit_log_offset").to_numpy()[row_numbers]
-    entries["store_ts"] = batch.column("store_timestamp").to_numpy()[row_numbers]
+    order = np.argsort(row_numbers, kind="stable")
+    entries = np.zeros(len(rows), dtype=INDEX_ENTRY)
+    entries["hash"] = java_string_hash_array(joined)[order]
+    entries["commit_log_offset"] = batch.column("commit_log_offset").to_numpy()[row_numbers[order]]
+    entries["store_ts"] = batch.column("store_timestamp").to_numpy()[row_numbers[order]]
     return entries
 
 
-@dataclass(eq=False)
-class IndexFile:
-    """The index entries of one commit log segment."""
+def _slots_of(hashes: np.ndarray, slot_count: int) -> np.ndarray:
+    return (hashes.astype(np.int64) & 0xFFFFFFFF) % slot_count
 
-    segment_start: int
-    path: Path
-    entries: GrowableArray
-    flushed: int = 0  # entries written to the file
+
+class IndexFile:
+    """The index of one commit log segment: header, slot table, entries."""
+
+    def __init__(self, segment_start: int, path: Path, slot_count: int) -> None:
+        self.segment_start = segment_start
+        self.path = path
+        self.slot_count = slot_count
+        self.count = 0  # entries, written or not
+        self.flushed = 0  # entries written to the file
+        self._pending = GrowableArray(INDEX_ENTRY)  # entries [flushed, count)
+        self.slots: np.ndarray | None = np.zeros(slot_count, dtype=np.int32)  # None: the file's table is current
+
+    @property
+    def _entries_at(self) -> int:
+        return HEADER_SIZE + 4 * self.slot_count
+
+    @classmethod
+    def open(cls, path: Path, default_slots: int) -> IndexFile:
+        """Open an existing file (blocking: recovery), converting one written before hash slots."""
+        with path.open("rb") as file:
+            head = file.read(HEADER.size)
+        if len(head) < HEADER.size or head[:4] != MAGIC:
+            return cls._convert_legacy(path, default_slots)
+        _, slot_count, covered = HEADER.unpack(head)
+        index_file = cls(int(path.name), path, slot_count)
+        index_file.count = index_file.flushed = max(0, path.stat().st_size - index_file._entries_at) // 24
+        if covered == index_file.count:
+            index_file.slots = None
+        else:
+            log.info("index file %s: rebuilding its hash slots from its %d entries", path.name, index_file.count)
+            index_file.slots = index_file._rebuilt_slots()
+        return index_file
+
+    @classmethod
+    def _convert_legacy(cls, path: Path, slot_count: int) -> IndexFile:
+        legacy = np.fromfile(path, dtype=np.uint8)
+        old = legacy[: len(legacy) // LEGACY_ENTRY.itemsize * LEGACY_ENTRY.itemsize].view(LEGACY_ENTRY)
+        old = old[np.argsort(old["commit_log_offset"], kind="stable")]
+        converted = cls(int(path.name), path.with_name(path.name + ".converting"), slot_count)
+        entries = np.zeros(len(old), dtype=INDEX_ENTRY)
+        for name in ("hash", "commit_log_offset", "store_ts"):
+            entries[name] = old[name]
+        converted.add(entries)
+        pending = converted.pending()
+        if pending is not None:
+            converted.write(*pending)
+        assert converted.slots is not None
+        converted.write_slots(converted.slots, converted.count)
+        os.replace(converted.path, path)
+        log.info("index file %s converted to hash slots (%d entries)", path.name, len(entries))
+        return cls.open(path, slot_count)
+
+    # -- adding and writing --------------------------------------------------------------------
+
+    def add(self, entries: np.ndarray) -> None:
+        """Append entries (in commit log order), linking each into its slot's chain (event loop)."""
+        if self.slots is None:
+            self.slots = np.fromfile(self.path, dtype=np.int32, count=self.slot_count, offset=HEADER_SIZE)
+        slots = self.slots
+        numbers = np.arange(self.count + 1, self.count + 1 + len(entries), dtype=np.int32)
+        buckets = _slots_of(entries["hash"], self.slot_count)
+        order = np.argsort(buckets, kind="stable")
+        ordered = buckets[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = ordered[1:] != ordered[:-1]
+        previous = np.empty(len(order), dtype=np.int32)
+        previous[first] = slots[ordered[first]]
+        previous[1:][~first[1:]] = numbers[order[:-1]][~first[1:]]
+        linked = entries.copy()
+        linked["prev"][order] = previous
+        last = np.ones(len(order), dtype=bool)
+        last[:-1] = first[1:]
+        slots[ordered[last]] = numbers[order[last]]
+        self._pending.append(linked)
+        self.count += len(entries)
 
     def pending(self) -> tuple[int, np.ndarray] | None:
-        if self.flushed >= len(self.entries):
+        if self.flushed >= self.count:
             return None
-        return self.flushed, self.entries.view()[self.flushed :].copy()
+        return self.flushed, self._pending.view()[: self.count - self.flushed].copy()
+
+    def mark_flushed(self, upto: int) -> None:
+        if upto > self.flushed:
+            self._pending.drop_head(upto - self.flushed)
+            self.flushed = upto
+
+    def write(self, first: int, entries: np.ndarray) -> None:
+        """Append entries to the file and fsync it (I/O thread). The header stops vouching for
+        the slot table first: until the table is written again, opening the file rebuilds it."""
+        make_directories(self.path.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, HEADER.pack(MAGIC, self.slot_count, 0), 0)
+            if os.fstat(fd).st_size < self._entries_at:
+                os.ftruncate(fd, self._entries_at)
+            os.pwrite(fd, entries.tobytes(), self._entries_at + first * INDEX_ENTRY.itemsize)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def write_slots(self, slots: np.ndarray, covered: int) -> None:
+        """Write the slot table, then a header saying it covers `covered` entries (I/O thread)."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, slots.tobytes(), HEADER_SIZE)
+            os.fsync(fd)
+            os.pwrite(fd, HEADER.pack(MAGIC, self.slot_count, covered), 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def entries(self, start: int, stop: int, fd: int | None = None) -> np.ndarray:
+        """Entries [start, stop): written ones with a positional read, the rest from memory."""
+        if start >= self.flushed:
+            return self._pending.view()[start - self.flushed : stop - self.flushed]
+        own = fd is None
+        descriptor = os.open(self.path, os.O_RDONLY) if fd is None else fd
+        try:
+            end = min(stop, self.flushed)
+            size = (end - start) * INDEX_ENTRY.itemsize
+            data = os.pread(descriptor, size, self._entries_at + start * INDEX_ENTRY.itemsize)
+        finally:
+            if own:
+                os.close(descriptor)
+        written = np.frombuffer(data, dtype=INDEX_ENTRY)
+        if stop <= self.flushed:
+            return written
+        return np.concatenate([written, self._pending.view()[: stop - self.flushed]])
+
+    def _rebuilt_slots(self) -> np.ndarray:
+        slots = np.zeros(self.slot_count, dtype=np.int32)
+        for start in range(0, self.count, _CHUNK):
+            hashes = self.entries(start, min(start + _CHUNK, self.count))["hash"]
+            newest_first = _slots_of(hashes, self.slot_count)[::-1]
+            buckets, at = np.unique(newest_first, return_index=True)
+            slots[buckets] = start + len(hashes) - at  # the number of each slot's newest entry
+        return slots
+
+    def chain(self, target: int) -> Iterator[np.void]:
+        """The entries whose hash falls in `target`'s slot, newest first (blocking reads)."""
+        bucket = int(_slots_of(np.array([target]), self.slot_count)[0])
+        fd = os.open(self.path, os.O_RDONLY) if self.flushed or self.slots is None else None
+        try:
+            if self.slots is not None:
+                number = int(self.slots[bucket])
+            else:
+                assert fd is not None
+                number = int(np.frombuffer(os.pread(fd, 4, HEADER_SIZE + 4 * bucket), dtype=np.int32)[0])
+            while number:
+                entry = self.entries(number - 1, number, fd)[0]
+                yield entry
+                number = int(entry["prev"])
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def truncate_at(self, commit_log_offset: int) -> int:
+        """Forget entries of messages at or after `commit_log_offset` (recovery); how many stay."""
+
+        def offset_at(i: int) -> int:
+            return int(self.entries(i, i + 1)["commit_log_offset"][0])
+
+        if not self.count or offset_at(self.count - 1) < commit_log_offset:
+            return self.count
+        keep = bisect.bisect_left(range(self.count), commit_log_offset, key=offset_at)
+        if keep < self.count:
+            if keep < self.flushed:
+                with self.path.open("r+b") as file:
+                    file.truncate(self._entries_at + keep * INDEX_ENTRY.itemsize)
+                    file.seek(0)
+                    file.write(HEADER.pack(MAGIC, self.slot_count, 0))
+                self._pending.truncate(0)
+                self.count = self.flushed = keep
+            else:
+                self._pending.truncate(keep - self.flushed)
+                self.count = keep
+            self.slots = self._rebuilt_slots()
+        return keep
 
 
 class IndexService:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, slots_per_file: int) -> None:
         self.directory = directory
+        self.slots_per_file = slots_per_file
         self.files: dict[int, IndexFile] = {}
 
     def load(self) -> None:
         if not self.directory.is_dir():
             return
         for path in sorted(self.directory.iterdir()):
-            if path.name.isdigit():
-                data = np.fromfile(path, dtype=np.uint8)
-                whole = len(data) // INDEX_ENTRY.itemsize
-                entries = GrowableArray(INDEX_ENTRY, max(whole, 1024))
-                entries.append(data[: whole * INDEX_ENTRY.itemsize].view(INDEX_ENTRY))
-                self.files[int(path.name)] = IndexFile(int(path.name), path, entries, whole)
+            if path.name.endswith(".converting"):
+                path.unlink()  # a conversion cut short: the original is still there
+            elif path.name.isdigit():
+                self.files[int(path.name)] = IndexFile.open(path, self.slots_per_file)
 
     def add(self, segment_start: int, entries: np.ndarray) -> None:
         index_file = self.files.get(segment_start)
         if index_file is None:
-            index_file = IndexFile(segment_start, self.directory / f"{segment_start:020d}", GrowableArray(INDEX_ENTRY))
-            self.files[segment_start] = index_file
-        index_file.entries.append(entries)
+            path = self.directory / f"{segment_start:020d}"
+            index_file = self.files[segment_start] = IndexFile(segment_start, path, self.slots_per_file)
+        index_file.add(entries)
 
     def truncate_at(self, commit_log_offset: int) -> None:
         """Forget entries of messages at or after `commit_log_offset` (they are dispatched again)."""
         for start, index_file in list(self.files.items()):
-            offsets = index_file.entries.view()["commit_log_offset"]
-            keep = int(np.count_nonzero(offsets < commit_log_offset))
-            if keep < len(offsets):
-                index_file.entries.truncate(keep)
-                index_file.flushed = min(index_file.flushed, keep)
-                if index_file.path.exists():
-                    os.truncate(index_file.path, keep * INDEX_ENTRY.itemsize)
-            if keep == 0 and start >= commit_log_offset:
+            if index_file.truncate_at(commit_log_offset) == 0 and start >= commit_log_offset:
                 index_file.path.unlink(missing_ok=True)
                 del self.files[start]
 
@@ -112,25 +293,32 @@ class IndexService:
                 result.append((index_file, *pending))
         return result
 
+    def tables_to_write(self, *, everything: bool) -> list[tuple[IndexFile, np.ndarray, int]]:
+        """Slot tables held in memory that can go to their files: of files whose segment is
+        complete (every file but the newest), or all of them when the store stops. Copies, with
+        the number of entries each covers; the entries must be written first."""
+        newest = max(self.files, default=None)
+        return [
+            (index_file, index_file.slots.copy(), index_file.count)
+            for start, index_file in self.files.items()
+            if index_file.slots is not None and (everything or start != newest)
+        ]
+
     @staticmethod
-    def write(index_file: IndexFile, first: int, entries: np.ndarray) -> None:
-        """Append entries to the file and fsync it (I/O thread)."""
-        index_file.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(index_file.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            os.pwrite(fd, entries.tobytes(), first * INDEX_ENTRY.itemsize)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    def tables_written(written: list[tuple[IndexFile, np.ndarray, int]]) -> None:
+        """Drop the slot tables now on disk from memory (event loop), unless entries came since."""
+        for index_file, _, covered in written:
+            if index_file.count == covered:
+                index_file.slots = None
 
     def lookup(self, topic: str, key: str, begin_ms: int, end_ms: int, limit: int) -> list[int]:
         """Commit log offsets of candidate messages (newest first), by hash only."""
         target = java_string_hash(f"{topic}#{key}")
         found: list[int] = []
         for start in sorted(self.files, reverse=True):
-            entries = self.files[start].entries.view()
-            mask = (entries["hash"] == target) & (entries["store_ts"] >= begin_ms) & (entries["store_ts"] <= end_ms)
-            found.extend(int(o) for o in entries["commit_log_offset"][mask][::-1])
-            if len(found) >= limit:
-                break
+            for entry in self.files[start].chain(target):
+                if int(entry["hash"]) == target and begin_ms <= int(entry["store_ts"]) <= end_ms:
+                    found.append(int(entry["commit_log_offset"]))
+                    if len(found) >= limit:
+                        return found
         return found

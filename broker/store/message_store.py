@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from broker.store.append_requests import AppendRequest, StandardMessage
 from broker.store.appender import CommitLogAppender, Round
+from broker.store.block_cache import BlockCache
 from broker.store.checkpoint import Checkpoint
 from broker.store.commitlog import CommitLog
 from broker.store.config import FlushDiskType, StoreConfig
@@ -54,8 +55,9 @@ class MessageStore:
         self.config = config
         self._store_host = store_host
         self.commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log, config.batch_cache_bytes)
-        self.index = IndexService(config.index_dir)
+        self.index = IndexService(config.index_dir, config.index_slots_per_file)
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._queue_blocks = BlockCache(config.consume_queue_cache_bytes)
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-io")
         self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="store-read")
         self._reads = InFlightReads(self._reader)
@@ -125,7 +127,7 @@ class MessageStore:
         for service in self._services:
             await service.stop()
         await self.flush_commit_log()
-        await self.flush_logics()
+        await self.flush_logics(closing=True)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._io, self._close)
         self._io.shutdown(wait=True)
@@ -193,6 +195,7 @@ class MessageStore:
                 queue_id,
                 self.config.consume_queue_dir / topic / str(queue_id),
                 self.config.consume_queue_entries_per_file,
+                self._queue_blocks,
             )
             self.queues[(topic, queue_id)] = queue
         return queue
@@ -335,26 +338,32 @@ class MessageStore:
                 raise
         self._commit_log_flushed = max(self._commit_log_flushed, end)
 
-    async def flush_logics(self) -> None:
-        """Persist new consume queue and index entries, then the checkpoint that vouches for them."""
+    async def flush_logics(self, *, closing: bool = False) -> None:
+        """Persist new consume queue and index entries, then the checkpoint that vouches for them.
+
+        Slot tables of complete index files (all of them when `closing`) follow their entries."""
         self._build_index()
         dispatched = self._dispatched
         queue_flushes = [p for p in (q.pending_flush() for q in self.queues.values()) if p is not None]
         lengths = {f"{topic}:{queue_id}": q.max_offset for (topic, queue_id), q in self.queues.items()}
         index_flushes = self.index.pending_flushes()
+        slot_tables = self.index.tables_to_write(everything=closing)
 
         def write() -> None:
             for pending in queue_flushes:
                 pending.queue.write(pending)
             for index_file, first, entries in index_flushes:
-                IndexService.write(index_file, first, entries)
+                index_file.write(first, entries)
+            for index_file, slots, covered in slot_tables:
+                index_file.write_slots(slots, covered)
             Checkpoint(self._commit_log_flushed, dispatched, lengths).save(self.config.checkpoint_path)
 
         await asyncio.get_running_loop().run_in_executor(self._io, write)
         for pending in queue_flushes:
             pending.queue.mark_flushed(pending.first_offset + len(pending.entries))
         for index_file, first, entries in index_flushes:
-            index_file.flushed = max(index_file.flushed, first + len(entries))
+            index_file.mark_flushed(first + len(entries))
+        self.index.tables_written(slot_tables)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -417,7 +426,10 @@ class MessageStore:
         if offset > high:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, low if low == 0 else high, low, high)
 
-        scanned = queue.entries(offset, max(_MIN_SCAN_ENTRIES, max_messages))
+        # a tag filter may skip messages: look further ahead than the messages wanted
+        scanned = queue.entries(
+            offset, max(_MIN_SCAN_ENTRIES, max_messages) if tag_codes_filter is not None else max_messages
+        )
         if tag_codes_filter is not None:
             candidates = np.flatnonzero(np.isin(scanned["tags_code"], np.fromiter(tag_codes_filter, np.int64)))
         else:

@@ -32,11 +32,10 @@ def logics_agree_with_log(
             log.warning("consume queue %s has fewer entries than the checkpoint vouched for", key)
             return False
     for (topic, queue_id), queue in queues.items():
-        entries = queue.entries(queue.min_offset, queue.max_offset - queue.min_offset)
-        before = entries[entries["batch_pos"] < dispatched]
-        if not len(before):
+        expected_offset = queue.last_offset_before(dispatched)
+        if expected_offset is None:
             continue
-        last = before[-1]
+        last = queue.entries(expected_offset, 1)[0]
         position = int(last["batch_pos"])
         if position < commit_log.min_offset:
             continue  # deleted by retention; dropped below
@@ -45,7 +44,6 @@ def logics_agree_with_log(
         except (LookupError, OSError, ValueError):
             return False
         row = int(last["row"])
-        expected_offset = queue.min_offset + len(before) - 1
         if (
             row >= batch.num_rows
             or batch.column("topic")[row].as_py() != topic
