@@ -264,7 +264,7 @@ class CommitLogAppender:
 
     def _deduplicate(self, requests: list[AppendRequest], now_ms: int) -> None:
         if self._window is not None and self._window.enabled:
-            deduplicate_round(self._window, requests, now_ms)
+            deduplicate_round(self._window, requests, now_ms, self._commit_log.bodies_at)
 
     def _remember(self, current: Round) -> None:
         if self._window is not None:

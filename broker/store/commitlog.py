@@ -24,7 +24,7 @@ import pyarrow as pa
 from broker.store import record
 from broker.store.durability import make_directories
 from broker.store.growable import GrowableArray
-from broker.store.stored import StoredBatch, as_batches, stored_size
+from broker.store.stored import Piece, StoredBatch, arrow_batches, as_batches, stored_size
 from rocketspark.fileutil import fsync_directory
 
 log = logging.getLogger(__name__)
@@ -251,6 +251,24 @@ class CommitLog:
         if row >= int(segment.rows.view()[index]):
             return None
         return int(positions[index]), row
+
+    def bodies_at(self, commit_log_offsets: Sequence[int]) -> list[bytes | None]:
+        """The bodies of the messages at `commit_log_offsets` (None where there is none). Batches
+        not in the cache are read from disk on the calling thread: this serves the duplicate
+        window's rare hits, not reads."""
+        located = [self.locate(offset) for offset in commit_log_offsets]
+        rows_at: dict[int, list[int]] = {}
+        for where in located:
+            if where is not None:
+                rows_at.setdefault(where[0], []).append(where[1])
+        bodies: dict[tuple[int, int], bytes] = {}
+        for position, rows in rows_at.items():
+            stored = self.cached(position) or self.load(position)
+            ascending = np.unique(rows)
+            batch = arrow_batches([Piece(stored, ascending)])[0]
+            found = batch.column("body").to_pylist()
+            bodies.update(zip(((position, row) for row in ascending.tolist()), found, strict=True))
+        return [bodies[where] if where is not None else None for where in located]
 
     def batches_between(self, start: int, end: int) -> list[int]:
         """Positions of the records in [start, end), in log order."""

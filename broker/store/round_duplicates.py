@@ -4,26 +4,38 @@
 holds (or an earlier row of the round carries) and notes, per send, where each dropped row's first
 copy is and which new keys it brings; :func:`remember_round` adds those keys once the round is
 written. See :mod:`broker.store.dedup` for the window itself.
+
+A row is only dropped when its body is also the body of the first copy: a resend carries the same
+message, while some clients give two different messages one UNIQ_KEY (the C++ client
+`rocketmq==0.4.4` does when sending from several threads, or from processes started in the same
+second). Such a row is stored, and its key stays with the first copy.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from broker.store.append_requests import AppendRequest
-from broker.store.dedup import DuplicateWindow, deduplicated_topic, key_hash, key_hashes
+from broker.store.dedup import DuplicateWindow, StoredAt, deduplicated_topic, key_hash, key_hashes
 
 #: rounds of at most this many keys are checked one key at a time (numpy's fixed cost per call
 #: exceeds the per-key Python for them: a single send's check took 0.3 ms, now about 0.03 ms)
 SMALL_ROUND = 16
 
+#: the bodies of stored messages by commit log offset (None where gone): `CommitLog.bodies_at`
+StoredBodies = Callable[[Sequence[int]], list[bytes | None]]
 
-def deduplicate_round(window: DuplicateWindow, requests: list[AppendRequest], now_ms: int) -> None:
-    """Drop the rows whose UNIQ_KEY was stored within the window, or earlier in this round.
+
+def deduplicate_round(
+    window: DuplicateWindow, requests: list[AppendRequest], now_ms: int, stored_bodies: StoredBodies
+) -> None:
+    """Drop the rows whose UNIQ_KEY and body were stored within the window, or earlier in this round.
 
     The whole round is hashed and looked up at once; Python runs per send only to hand out the
-    results, and per row only for the duplicates.
+    results, and per row only for the rows whose key was seen.
     """
     sends = [r for r in requests if not r.deduplicated and deduplicated_topic(r.topic)]
     if not sends:
@@ -31,7 +43,7 @@ def deduplicate_round(window: DuplicateWindow, requests: list[AppendRequest], no
     for send in sends:
         send.deduplicated = True
     if all(s.messages is not None for s in sends) and sum(s.count for s in sends) <= SMALL_ROUND:
-        _deduplicate_small_round(window, sends, now_ms)
+        _deduplicate_small_round(window, sends, now_ms, stored_bodies)
         return
     counts = np.fromiter((r.count for r in sends), dtype=np.int64, count=len(sends))
     hashes, present = _round_key_hashes(sends)
@@ -44,19 +56,25 @@ def deduplicate_round(window: DuplicateWindow, requests: list[AppendRequest], no
     hashes = hashes[keyed]
     found = window.lookup(hashes, now_ms)
     first_row = _first_rows(hashes)
-    duplicate = found.hit if first_row is None else found.hit | (first_row != np.arange(len(hashes)))
-    for j in np.flatnonzero(duplicate).tolist():
+    seen = found.hit if first_row is None else found.hit | (first_row != np.arange(len(hashes)))
+    candidates = np.flatnonzero(seen).tolist()
+    hits = [j for j in candidates if found.hit[j]]
+    earlier_bodies = dict(zip(hits, stored_bodies([int(found.commit_log_offsets[j]) for j in hits]), strict=True))
+    for j in candidates:
         send = sends[send_of[j]]
+        body = _body(send, int(rows[j]))
         if found.hit[j]:
-            send.duplicate_of[int(rows[j])] = found.at(j)
+            if earlier_bodies[j] == body:
+                send.duplicate_of[int(rows[j])] = found.at(j)
         else:  # a later row of a key new in this round
             assert first_row is not None
             k = first_row[j]
-            send.duplicate_of[int(rows[j])] = (sends[send_of[k]], int(rows[k]))
+            if _body(sends[send_of[k]], int(rows[k])) == body:
+                send.duplicate_of[int(rows[j])] = (sends[send_of[k]], int(rows[k]))
     for send in sends:
         if send.duplicate_of:
             _drop_rows(send)
-    new = ~duplicate
+    new = ~seen
     new_send, new_rows, new_hashes = send_of[new], rows[new], hashes[new]
     bounds = np.searchsorted(new_send, np.arange(len(sends) + 1))
     for i, send in enumerate(sends):
@@ -67,9 +85,12 @@ def deduplicate_round(window: DuplicateWindow, requests: list[AppendRequest], no
         send.new_rows = new_rows[lo:hi] if send.kept is None else np.searchsorted(send.kept, new_rows[lo:hi])
 
 
-def _deduplicate_small_round(window: DuplicateWindow, sends: list[AppendRequest], now_ms: int) -> None:
+def _deduplicate_small_round(
+    window: DuplicateWindow, sends: list[AppendRequest], now_ms: int, stored_bodies: StoredBodies
+) -> None:
     """:func:`deduplicate_round` for a few standard messages, one key at a time in Python."""
     seen: dict[int, tuple[AppendRequest, int]] = {}
+    seen_bodies: dict[int, bytes] = {}  # kept apart: a send's messages are cut down once checked
     for send in sends:
         new_rows: list[int] = []
         new_hashes: list[int] = []
@@ -79,9 +100,15 @@ def _deduplicate_small_round(window: DuplicateWindow, sends: list[AppendRequest]
             hashed = key_hash(send.topic, message.uniq_key)
             first = seen.get(hashed) or window.lookup_one(hashed, now_ms)
             if first is not None:
-                send.duplicate_of[row] = first
+                if isinstance(first, StoredAt):
+                    same = stored_bodies([first.commit_log_offset])[0] == message.body
+                else:
+                    same = seen_bodies[hashed] == message.body
+                if same:
+                    send.duplicate_of[row] = first
                 continue
             seen[hashed] = (send, row)
+            seen_bodies[hashed] = message.body
             new_rows.append(row)
             new_hashes.append(hashed)
         if send.duplicate_of:
@@ -157,6 +184,15 @@ def _round_key_hashes(sends: list[AppendRequest]) -> tuple[np.ndarray, np.ndarra
 def arrow_key_hashes(send: AppendRequest) -> tuple[np.ndarray, np.ndarray]:
     assert send.arrow is not None
     return key_hashes([send.topic], [send.count], send.arrow.column("uniq_key").cast(pa.string()))
+
+
+def _body(send: AppendRequest, row: int) -> bytes:
+    """The body of row `row` of a send not yet cut down to its kept rows."""
+    if send.messages is not None:
+        return send.messages[row].body
+    assert send.arrow is not None
+    body: bytes = send.arrow.column("body")[row].as_py()
+    return body
 
 
 def _drop_rows(send: AppendRequest) -> None:

@@ -85,8 +85,11 @@ async def test_arrow_send_repeated_is_stored_once(servers: ServerFactory, client
     assert (first.queue_offset, first.count) == (0, n)
     again = await send_arrow(client, broker.address, BROKER_NAME, header, batch, first_msg_id="")
     assert again.count == 0 and again.offset_msg_id == first.offset_msg_id and again.queue_offset == 0
-    # a batch that overlaps: only its new rows are stored
-    overlap = producer_batch(pa.table({"body": [b"x"] * 10, "uniq_key": [f"U{i:06d}" for i in range(n - 5, n + 5)]}))
+    # a batch that overlaps (the same messages again, then new ones): only its new rows are stored
+    again_rows = range(n - 5, n + 5)
+    overlap = producer_batch(
+        pa.table({"body": [f"r{i}".encode() for i in again_rows], "uniq_key": [f"U{i:06d}" for i in again_rows]})
+    )
     third = await send_arrow(client, broker.address, BROKER_NAME, header, overlap, first_msg_id="")
     assert (third.queue_offset, third.count) == (n, 5)
     stored = await pull_all(client, broker.address, "DupArrow", 0)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from broker.store.dedup import DuplicateWindow, key_hash, key_hashes
 from broker.store.key_table import KeyTable, TableShape
 from broker.store.round_duplicates import SMALL_ROUND
+from rocketspark.message.producer_batches import producer_batch
 from tests.store.conftest import StoreFactory, message
 
 U64 = np.uint64
@@ -114,7 +115,7 @@ def test_window_one_key_at_a_time_agrees_with_whole_rounds() -> None:
 async def test_rounds_small_and_large_drop_the_same_duplicates(open_store: StoreFactory, size: int) -> None:
     """A batch repeating a stored key and one of its own: stored once each, whichever path checks it."""
     store = await open_store(duplicate_window_seconds=600)
-    first = await store.put_messages("T", 0, [message(b"first", uniq="K-0")])
+    first = await store.put_messages("T", 0, [message(b"K-0", uniq="K-0")])
     keys = [f"K-{i % (size - 2)}" for i in range(size)]  # K-0 is stored already; two keys repeat
     result = await store.put_messages("T", 0, [message(key.encode(), uniq=key) for key in keys])
     assert result.duplicates == 3
@@ -123,4 +124,26 @@ async def test_rounds_small_and_large_drop_the_same_duplicates(open_store: Store
     assert offsets[size - 2] == offsets[0] and offsets[size - 1] == offsets[1]
     stored = await store.get_messages("T", 0, 0, max_messages=100, max_bytes=1 << 20)
     bodies = [b for batch in stored.batches() for b in batch.column("body").to_pylist()]
-    assert bodies == [b"first", *(k.encode() for k in keys[1 : size - 2])]
+    assert bodies == [b"K-0", *(k.encode() for k in keys[1 : size - 2])]
+
+
+@pytest.mark.parametrize("size", [4, SMALL_ROUND + 4])
+@pytest.mark.parametrize("arrow", [False, True])
+async def test_one_key_on_different_bodies_is_not_a_duplicate(open_store: StoreFactory, size: int, arrow: bool) -> None:
+    """Some clients give two messages one UNIQ_KEY: only a row whose body is the first copy's too
+    is a resend. The others are stored; the key keeps naming the first copy."""
+    store = await open_store(duplicate_window_seconds=600)
+    await store.put_messages("T", 0, [message(b"first", uniq="K-0")])
+    rows = [("K-0", b"other"), ("K-0", b"first"), ("K-1", b"a"), ("K-1", b"b"), ("K-1", b"a")]
+    rows += [(f"F-{i}", b"filler") for i in range(size - 4)]
+    if arrow:
+        batch = pa.record_batch({"body": [b for _, b in rows], "uniq_key": [k for k, _ in rows]})
+        result = await store.put_arrow("T", 0, producer_batch(batch), born_timestamp=1, born_host="127.0.0.1:1")
+    else:
+        result = await store.put_messages("T", 0, [message(b, uniq=k) for k, b in rows])
+    assert result.duplicates == 2  # K-0 "first" (stored before) and the second K-1 "a" (this round)
+    resent = await store.put_messages("T", 0, [message(b"first", uniq="K-0")])
+    assert resent.duplicates == 1
+    stored = await store.get_messages("T", 0, 0, max_messages=100, max_bytes=1 << 20)
+    bodies = [b for batch in stored.batches() for b in batch.column("body").to_pylist()]
+    assert bodies == [b"first", b"other", b"a", b"b", *[b"filler"] * (size - 4)]
