@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from bench import consume, ingest, latency, spark_sink, spark_source, vs_redis
+from bench import consume, ingest, latency, real_client, scale, spark_sink, spark_source, vs_redis
 from bench.environment import describe
 from rocketspark.serving import run_event_loop
 
@@ -17,6 +17,8 @@ SCENARIOS = {
     "spark-source": (spark_source.main, "Spark AvailableNow read into the noop sink vs an in-memory ceiling"),
     "spark-sink": (spark_sink.main, "df.write of 128-byte bodies vs a discarding Python writer and Arrow ingest"),
     "vs-redis": (vs_redis.main, "thin clients, one request in flight: the bundled broker against Redis Streams"),
+    "real-client": (real_client.main, "the real client rocketmq==0.4.4: send_sync by 1 and 8 producers, PullConsumer"),
+    "scale": (scale.main, "broker memory, key lookups, restarts and consume rates at a tenth of N and at N messages"),
 }
 DEFAULT_MESSAGES = {
     "ingest": 10_000_000,
@@ -25,6 +27,8 @@ DEFAULT_MESSAGES = {
     "spark-source": 4_000_000,
     "spark-sink": 2_000_000,
     "vs-redis": 200_000,
+    "real-client": 200_000,
+    "scale": 10_000_000,
 }
 
 
