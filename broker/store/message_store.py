@@ -10,37 +10,28 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from broker.store.append_requests import AppendRequest, StandardMessage
 from broker.store.appender import CommitLogAppender, Round
-from broker.store.block_cache import BlockCache
 from broker.store.checkpoint import Checkpoint
 from broker.store.commitlog import CommitLog
 from broker.store.config import FlushDiskType, StoreConfig
-from broker.store.consume_queue import CQ_ENTRY, ConsumeQueue
 from broker.store.dedup import DuplicateWindow
-from broker.store.index import INDEXED_COLUMNS, IndexService, index_entries
+from broker.store.dispatch import ArrivalListener, Dispatcher
 from broker.store.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult
 from broker.store.retention import InFlightReads, Retention
-from broker.store.stored import Piece, StoredBatch, WireRecords, arrow_batches, as_batches
-from rocketspark.message.message_columns import tag_code, tag_codes
+from broker.store.stored import Piece, StoredBatch, WireRecords, arrow_batches
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
 
-#: called with (topic, queue id, new max offset, tag codes of the new messages) after every store
-ArrivalListener = Callable[[str, int, int, np.ndarray], None]
-
 _MIN_SCAN_ENTRIES = 16_000
-_INDEX_BATCH_ROWS = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,21 +46,16 @@ class MessageStore:
         self.config = config
         self._store_host = store_host
         self.commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log, config.batch_cache_bytes)
-        self.index = IndexService(config.index_dir, config.index_slots_per_file)
-        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
-        self._queue_blocks = BlockCache(config.consume_queue_cache_bytes)
+        self.logics = Dispatcher(config)
+        self.index = self.logics.index
+        self.queues = self.logics.queues
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-io")
         self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="store-read")
         self._reads = InFlightReads(self._reader)
         self.retention = Retention(
-            config, self.commit_log, self.queues, self.index, self._reads, self._io, self._build_index
+            config, self.commit_log, self.queues, self.index, self._reads, self._io, self.logics.build_index
         )
-        self._listeners: list[ArrivalListener] = []
         self._dispatched = 0  # commit log offset up to which consume queues and index are built
-        # batches whose index entries are not built yet: building them together saves the
-        # fixed cost of the Arrow kernels per batch (the index serves lookups, not pulls)
-        self._unindexed: list[tuple[int, StoredBatch]] = []
-        self._unindexed_rows = 0
         self._commit_log_flushed = 0
         self.duplicates = DuplicateWindow(config.duplicate_window_seconds, config.duplicate_window_max_keys)
         self.appender = CommitLogAppender(
@@ -77,7 +63,7 @@ class MessageStore:
             config=config,
             store_host=store_host,
             io_executor=self._io,
-            next_queue_offset=self._next_queue_offset,
+            next_queue_offset=self.logics.next_queue_offset,
             on_stored=self._stored,
             on_synced=self._synced,
             window=self.duplicates,
@@ -146,7 +132,7 @@ class MessageStore:
         started = time.monotonic()
         end = self.commit_log.recover(checkpoint.commit_log_flushed if checkpoint else 0)
         self._commit_log_flushed = end
-        self._load_queues()
+        self.logics.load_queues()
         self.index.load()
         dispatched = min(checkpoint.dispatched, end) if checkpoint else self.commit_log.min_offset
         if not logics_agree_with_log(self.queues, self.commit_log, dispatched, checkpoint.queues if checkpoint else {}):
@@ -159,7 +145,7 @@ class MessageStore:
         for position, batch in self.commit_log.arrow_batches(positions):
             segment = self.commit_log.segment_for(position)
             assert segment is not None
-            self._dispatch(position, segment.start, batch)
+            self.logics.dispatch(position, segment.start, batch)
         self._dispatched = end
         self.duplicates.recover(self.commit_log, end)
         for queue in self.queues.values():
@@ -175,34 +161,7 @@ class MessageStore:
             len(positions),
         )
 
-    def _load_queues(self) -> None:
-        root = self.config.consume_queue_dir
-        if not root.is_dir():
-            return
-        for topic_dir in root.iterdir():
-            for queue_dir in topic_dir.iterdir():
-                if queue_dir.name.isdigit():
-                    queue = self._queue(topic_dir.name, int(queue_dir.name))
-                    queue.load()
-
     # -- writing -------------------------------------------------------------------------------
-
-    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        queue = self.queues.get((topic, queue_id))
-        if queue is None:
-            queue = ConsumeQueue(
-                topic,
-                queue_id,
-                self.config.consume_queue_dir / topic / str(queue_id),
-                self.config.consume_queue_entries_per_file,
-                self._queue_blocks,
-            )
-            self.queues[(topic, queue_id)] = queue
-        return queue
-
-    def _next_queue_offset(self, topic: str, queue_id: int) -> int:
-        queue = self.queues.get((topic, queue_id))
-        return queue.max_offset if queue is not None else 0
 
     async def put_messages(
         self, topic: str, queue_id: int, messages: list[StandardMessage], *, wait_flush: bool = True
@@ -245,84 +204,16 @@ class MessageStore:
         assert placement is not None
         self.commit_log.register(placement, length, stored, synced=written.sync)
         if isinstance(stored, WireRecords):
-            self._dispatch_sends(written, stored)
+            self.logics.dispatch_sends(written, stored)
         else:
-            self._dispatch(placement.position, placement.segment.start, stored)
+            self.logics.dispatch(placement.position, placement.segment.start, stored)
         self._dispatched = placement.position + length
 
-    def _dispatch_sends(self, written: Round, stored: WireRecords) -> None:
-        """Add a round of standard sends to their consume queues, from the values the sends carried
-        (a few numpy calls per send: these rounds are small, and Arrow's fixed costs would dominate)."""
-        placement = written.placement
-        assert placement is not None
-        for request in written.requests:
-            if not request.count:
-                continue
-            assert request.messages is not None
-            first_row = request.first_commit_log_offset - placement.position
-            entries = np.empty(request.count, dtype=CQ_ENTRY)
-            entries["batch_pos"] = placement.position
-            entries["row"] = np.arange(first_row, first_row + request.count)
-            entries["size"] = [len(m.body) for m in request.messages]
-            entries["tags_code"] = [tag_code(m.tags) for m in request.messages]
-            entries["store_ts"] = written.store_timestamp
-            self._append_entries(request.topic, request.queue_id, request.first_queue_offset, entries)
-        self._unindexed.append((placement.segment.start, stored))
-        self._unindexed_rows += stored.num_rows
-        if self._unindexed_rows >= _INDEX_BATCH_ROWS:
-            self._build_index()
-
-    def _append_entries(self, topic: str, queue_id: int, first_offset: int, entries: np.ndarray) -> None:
-        queue = self._queue(topic, queue_id)
-        queue.append(first_offset, entries)
-        for listener in self._listeners:
-            listener(topic, queue_id, queue.max_offset, entries["tags_code"])
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        self.logics.add_arrival_listener(listener)
 
     def _synced(self, offset: int) -> None:
         self._commit_log_flushed = max(self._commit_log_flushed, offset)
-
-    def _dispatch(self, position: int, segment_start: int, batch: pa.RecordBatch) -> None:
-        """Add a stored batch to its consume queues and the index (vectorized, per queue)."""
-        topics = batch.column("topic").dictionary_encode()
-        queue_ids = batch.column("queue_id").to_numpy()
-        keys = topics.indices.to_numpy().astype(np.int64) << 32 | queue_ids.astype(np.int64)
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
-        boundaries = np.flatnonzero(np.diff(sorted_keys)) + 1
-        codes = tag_codes(batch.column("tags"))
-        sizes = pc.binary_length(batch.column("body")).to_numpy()
-        store_ts = batch.column("store_timestamp").to_numpy()
-        queue_offsets = batch.column("queue_offset").to_numpy()
-        dictionary = topics.dictionary.to_pylist()
-        for rows in np.split(order, boundaries):
-            first = int(rows[0])
-            topic = dictionary[int(keys[first] >> 32)]
-            queue_id = int(queue_ids[first])
-            entries = np.empty(len(rows), dtype=CQ_ENTRY)
-            entries["batch_pos"] = position
-            entries["row"] = rows
-            entries["size"] = sizes[rows]
-            entries["tags_code"] = codes[rows]
-            entries["store_ts"] = store_ts[rows]
-            self._append_entries(topic, queue_id, int(queue_offsets[first]), entries)
-        self._unindexed.append((segment_start, batch.select(INDEXED_COLUMNS)))
-        self._unindexed_rows += batch.num_rows
-        if self._unindexed_rows >= _INDEX_BATCH_ROWS:
-            self._build_index()
-
-    def _build_index(self) -> None:
-        """Index the dispatched batches not indexed yet, one Arrow pass per segment."""
-        pending, self._unindexed, self._unindexed_rows = self._unindexed, [], 0
-        by_segment: dict[int, list[StoredBatch]] = {}
-        for segment_start, batch in pending:
-            by_segment.setdefault(segment_start, []).append(batch)
-        for segment_start, stored in by_segment.items():
-            batches = [batch.select(INDEXED_COLUMNS) for batch in as_batches(stored)]
-            combined = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
-            self.index.add(segment_start, index_entries(combined))
-
-    def add_arrival_listener(self, listener: ArrivalListener) -> None:
-        self._listeners.append(listener)
 
     # -- flushing and retention ----------------------------------------------------------------
 
@@ -342,7 +233,7 @@ class MessageStore:
         """Persist new consume queue and index entries, then the checkpoint that vouches for them.
 
         Slot tables of complete index files (all of them when `closing`) follow their entries."""
-        self._build_index()
+        self.logics.build_index()
         dispatched = self._dispatched
         queue_flushes = [p for p in (q.pending_flush() for q in self.queues.values()) if p is not None]
         lengths = {f"{topic}:{queue_id}": q.max_offset for (topic, queue_id), q in self.queues.items()}
@@ -491,7 +382,7 @@ class MessageStore:
         self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int, *, unique_key: bool
     ) -> list[pa.RecordBatch]:
         """Messages of `topic` whose KEYS contain `key` (or whose msgId is `key`), newest first."""
-        self._build_index()
+        self.logics.build_index()
         found: list[pa.RecordBatch] = []
         for offset in self.index.lookup(topic, key, begin_ms, end_ms, max_num * 4):
             message = await self.message_at(offset)

@@ -1,0 +1,141 @@
+"""Dispatch: stored batches become consume queue entries and index entries.
+
+The store calls `dispatch` (Arrow batches, read back by recovery too) or `dispatch_sends` (rounds of
+standard sends, from the values the sends carried) once a batch is written; arrival listeners hear of
+every queue that grew. Index entries are built in bulk, every `_INDEX_BATCH_ROWS` rows and before a
+flush or a lookup, because Arrow's fixed cost per call would dominate per batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from broker.store.appender import Round
+from broker.store.block_cache import BlockCache
+from broker.store.config import StoreConfig
+from broker.store.consume_queue import CQ_ENTRY, ConsumeQueue
+from broker.store.index import INDEXED_COLUMNS, IndexService, index_entries
+from broker.store.stored import StoredBatch, WireRecords, as_batches
+from rocketspark.message.message_columns import tag_code, tag_codes
+
+#: called with (topic, queue id, new max offset, tag codes of the new messages) after every store
+ArrivalListener = Callable[[str, int, int, np.ndarray], None]
+
+_INDEX_BATCH_ROWS = 50_000
+
+
+class Dispatcher:
+    """The consume queues and the key index, and how stored batches reach them (event loop)."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        self._config = config
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.index = IndexService(config.index_dir, config.index_slots_per_file)
+        self._queue_blocks = BlockCache(config.consume_queue_cache_bytes)
+        self._listeners: list[ArrivalListener] = []
+        # batches whose index entries are not built yet: building them together saves the
+        # fixed cost of the Arrow kernels per batch (the index serves lookups, not pulls)
+        self._unindexed: list[tuple[int, StoredBatch]] = []
+        self._unindexed_rows = 0
+
+    def load_queues(self) -> None:
+        root = self._config.consume_queue_dir
+        if not root.is_dir():
+            return
+        for topic_dir in root.iterdir():
+            for queue_dir in topic_dir.iterdir():
+                if queue_dir.name.isdigit():
+                    queue = self.queue(topic_dir.name, int(queue_dir.name))
+                    queue.load()
+
+    def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queue = self.queues.get((topic, queue_id))
+        if queue is None:
+            queue = ConsumeQueue(
+                topic,
+                queue_id,
+                self._config.consume_queue_dir / topic / str(queue_id),
+                self._config.consume_queue_entries_per_file,
+                self._queue_blocks,
+            )
+            self.queues[(topic, queue_id)] = queue
+        return queue
+
+    def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        queue = self.queues.get((topic, queue_id))
+        return queue.max_offset if queue is not None else 0
+
+    def dispatch_sends(self, written: Round, stored: WireRecords) -> None:
+        """Add a round of standard sends to their consume queues, from the values the sends carried
+        (a few numpy calls per send: these rounds are small, and Arrow's fixed costs would dominate)."""
+        placement = written.placement
+        assert placement is not None
+        for request in written.requests:
+            if not request.count:
+                continue
+            assert request.messages is not None
+            first_row = request.first_commit_log_offset - placement.position
+            entries = np.empty(request.count, dtype=CQ_ENTRY)
+            entries["batch_pos"] = placement.position
+            entries["row"] = np.arange(first_row, first_row + request.count)
+            entries["size"] = [len(m.body) for m in request.messages]
+            entries["tags_code"] = [tag_code(m.tags) for m in request.messages]
+            entries["store_ts"] = written.store_timestamp
+            self._append_entries(request.topic, request.queue_id, request.first_queue_offset, entries)
+        self._unindexed.append((placement.segment.start, stored))
+        self._unindexed_rows += stored.num_rows
+        if self._unindexed_rows >= _INDEX_BATCH_ROWS:
+            self.build_index()
+
+    def _append_entries(self, topic: str, queue_id: int, first_offset: int, entries: np.ndarray) -> None:
+        queue = self.queue(topic, queue_id)
+        queue.append(first_offset, entries)
+        for listener in self._listeners:
+            listener(topic, queue_id, queue.max_offset, entries["tags_code"])
+
+    def dispatch(self, position: int, segment_start: int, batch: pa.RecordBatch) -> None:
+        """Add a stored batch to its consume queues and the index (vectorized, per queue)."""
+        topics = batch.column("topic").dictionary_encode()
+        queue_ids = batch.column("queue_id").to_numpy()
+        keys = topics.indices.to_numpy().astype(np.int64) << 32 | queue_ids.astype(np.int64)
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        boundaries = np.flatnonzero(np.diff(sorted_keys)) + 1
+        codes = tag_codes(batch.column("tags"))
+        sizes = pc.binary_length(batch.column("body")).to_numpy()
+        store_ts = batch.column("store_timestamp").to_numpy()
+        queue_offsets = batch.column("queue_offset").to_numpy()
+        dictionary = topics.dictionary.to_pylist()
+        for rows in np.split(order, boundaries):
+            first = int(rows[0])
+            topic = dictionary[int(keys[first] >> 32)]
+            queue_id = int(queue_ids[first])
+            entries = np.empty(len(rows), dtype=CQ_ENTRY)
+            entries["batch_pos"] = position
+            entries["row"] = rows
+            entries["size"] = sizes[rows]
+            entries["tags_code"] = codes[rows]
+            entries["store_ts"] = store_ts[rows]
+            self._append_entries(topic, queue_id, int(queue_offsets[first]), entries)
+        self._unindexed.append((segment_start, batch.select(INDEXED_COLUMNS)))
+        self._unindexed_rows += batch.num_rows
+        if self._unindexed_rows >= _INDEX_BATCH_ROWS:
+            self.build_index()
+
+    def build_index(self) -> None:
+        """Index the dispatched batches not indexed yet, one Arrow pass per segment."""
+        pending, self._unindexed, self._unindexed_rows = self._unindexed, [], 0
+        by_segment: dict[int, list[StoredBatch]] = {}
+        for segment_start, batch in pending:
+            by_segment.setdefault(segment_start, []).append(batch)
+        for segment_start, stored in by_segment.items():
+            batches = [batch.select(INDEXED_COLUMNS) for batch in as_batches(stored)]
+            combined = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+            self.index.add(segment_start, index_entries(combined))
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        self._listeners.append(listener)
