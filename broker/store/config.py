@@ -41,7 +41,7 @@ class StoreConfig:
     # hash slots of an index file, at most (RocketMQ's maxHashSlotNum); fewer for small segments
     max_hash_slot_num: int = 5_000_000
     # blocks of consume queue entries read back from disk, kept for consumers reading behind
-    consume_queue_cache_bytes: int = 16 * 1024 * 1024
+    consume_queue_cache_bytes: int = 8 * 1024 * 1024
     # back-pressure: sends waiting for the commit log writer are answered SYSTEM_BUSY when they
     # waited this long (ms), or at once when this many sends or body bytes are waiting already
     wait_time_mills_in_send_queue: int = 200
