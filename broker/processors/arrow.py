@@ -7,6 +7,7 @@ pull is served by the pull processor.)
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import NamedTuple, Protocol
 
 import pyarrow as pa
@@ -14,7 +15,7 @@ import pyarrow.compute as pc
 
 from broker.context import HasConfig, HasStats, HasStore, HasStoreConfig, HasTopics
 from broker.processors.send import resolve_send_queue
-from broker.store.results import PutStatus
+from broker.store.results import PutResult, PutStatus
 from rocketspark.errors import ValidationError
 from rocketspark.message.property_columns import encode_properties_column
 from rocketspark.message.schema import PRODUCER_SCHEMA
@@ -94,11 +95,12 @@ class ArrowSendProcessor:
         if self.broker.config.arrow_enable:
             table.register(ExtensionCode.ARROW_SEND_MESSAGE, self.process)
 
-    async def process(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    def process(self, connection: Connection, request: RemotingCommand) -> Awaitable[RemotingCommand]:
+        """Check and queue the batch before returning, as :meth:`SendMessageProcessor.process`."""
         header = request.decode_header(SendMessageRequestHeader)
         _, queue_id = resolve_send_queue(self.broker, header, connection)
         checked = read_producer_batch(request.body, self.broker.store_config.max_message_size)
-        result = await self.broker.store.put_arrow(
+        stored = self.broker.store.put_arrow(
             header.topic,
             queue_id,
             checked.batch,
@@ -106,6 +108,10 @@ class ArrowSendProcessor:
             born_timestamp=header.born_timestamp,
             born_host=connection.remote_address,
         )
+        return self._answer(request, stored)
+
+    async def _answer(self, request: RemotingCommand, stored: Awaitable[PutResult]) -> RemotingCommand:
+        result = await stored
         stats = self.broker.stats
         stats.arrow_send_requests += 1
         stats.arrow_send_messages += result.count

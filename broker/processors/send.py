@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Awaitable
 from typing import Protocol
 
 from broker.context import HasAddress, HasConfig, HasStats, HasStore, HasStoreConfig, HasTopics
@@ -102,15 +103,22 @@ class SendMessageProcessor:
             (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE), self.process
         )
 
-    async def process(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    def process(self, connection: Connection, request: RemotingCommand) -> Awaitable[RemotingCommand]:
+        """Check and queue the send before returning (a refusal is raised at once), then answer when
+        it is stored. Not a coroutine: an event loop may read many frames before it runs any task,
+        and a send waiting for its first step would hold its body in memory unchecked."""
         header = decode_send_header(request)
         _, queue_id = resolve_send_queue(self.broker, header, connection)
         messages = self._messages(header, request, connection.remote_address)
         wait = all(m.wait_store_ok for m in messages)
-        result = await self.broker.store.put_messages(header.topic, queue_id, messages, wait_flush=wait)
+        stored = self.broker.store.put_messages(header.topic, queue_id, messages, wait_flush=wait)
+        return self._answer(request, len(messages), stored)
+
+    async def _answer(self, request: RemotingCommand, count: int, stored: Awaitable[PutResult]) -> RemotingCommand:
+        result = await stored
         stats = self.broker.stats
         stats.standard_send_requests += 1
-        stats.standard_send_messages += len(messages)
+        stats.standard_send_messages += count
         return send_response(self.broker, request, result)
 
     def _messages(

@@ -3,7 +3,9 @@
 The store calls `dispatch` (Arrow batches, read back by recovery too) or `dispatch_sends` (rounds of
 standard sends, from the values the sends carried) once a batch is written; arrival listeners hear of
 every queue that grew. Index entries are built in bulk, every `_INDEX_BATCH_ROWS` rows and before a
-flush or a lookup, because Arrow's fixed cost per call would dominate per batch.
+flush or a lookup, because Arrow's fixed cost per call would dominate per batch. What waits for that
+build is only what the index needs: the indexed columns of Arrow batches, and the keys and ids of
+standard sends (never their records: a flood of large sends would wait in memory with them).
 """
 
 from __future__ import annotations
@@ -19,20 +21,24 @@ from broker.store.block_cache import BlockCache
 from broker.store.config import StoreConfig
 from broker.store.consume_queue import CQ_ENTRY, ConsumeQueue
 from broker.store.index import INDEXED_COLUMNS, IndexService, index_entries
-from broker.store.stored import StoredBatch, WireRecords, as_batches
+from broker.store.stored import StoredBatch, as_batches
+from rocketspark.message.ids import offset_msg_id
 from rocketspark.message.message_columns import tag_code, tag_codes
+from rocketspark.message.schema import STORED_SCHEMA
 
 #: called with (topic, queue id, new max offset, tag codes of the new messages) after every store
 ArrivalListener = Callable[[str, int, int, np.ndarray], None]
 
 _INDEX_BATCH_ROWS = 50_000
+_INDEXED_SCHEMA = pa.schema([STORED_SCHEMA.field(name) for name in INDEXED_COLUMNS])
 
 
 class Dispatcher:
     """The consume queues and the key index, and how stored batches reach them (event loop)."""
 
-    def __init__(self, config: StoreConfig) -> None:
+    def __init__(self, config: StoreConfig, store_host: str) -> None:
         self._config = config
+        self._store_host = store_host
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.index = IndexService(config.index_dir, config.index_slots_per_file)
         self._queue_blocks = BlockCache(config.consume_queue_cache_bytes)
@@ -40,6 +46,8 @@ class Dispatcher:
         # batches whose index entries are not built yet: building them together saves the
         # fixed cost of the Arrow kernels per batch (the index serves lookups, not pulls)
         self._unindexed: list[tuple[int, StoredBatch]] = []
+        # standard sends' rows not indexed yet: (segment start, topic, keys, msg id, offset, store time)
+        self._unindexed_sends: list[tuple[int, str, str | None, str, int, int]] = []
         self._unindexed_rows = 0
 
     def load_queues(self) -> None:
@@ -69,15 +77,29 @@ class Dispatcher:
         queue = self.queues.get((topic, queue_id))
         return queue.max_offset if queue is not None else 0
 
-    def dispatch_sends(self, written: Round, stored: WireRecords) -> None:
-        """Add a round of standard sends to their consume queues, from the values the sends carried
-        (a few numpy calls per send: these rounds are small, and Arrow's fixed costs would dominate)."""
+    def dispatch_sends(self, written: Round) -> None:
+        """Add a round of standard sends to their consume queues and the index, from the values the
+        sends carried (a few numpy calls per send: these rounds are small, and Arrow's fixed costs
+        would dominate)."""
         placement = written.placement
         assert placement is not None
+        segment_start, store_ts = placement.segment.start, written.store_timestamp
         for request in written.requests:
             if not request.count:
                 continue
             assert request.messages is not None
+            offset = request.first_commit_log_offset
+            self._unindexed_sends.extend(
+                (
+                    segment_start,
+                    request.topic,
+                    m.keys,
+                    m.uniq_key or offset_msg_id(self._store_host, offset + i),
+                    offset + i,
+                    store_ts,
+                )
+                for i, m in enumerate(request.messages)
+            )
             first_row = request.first_commit_log_offset - placement.position
             entries = np.empty(request.count, dtype=CQ_ENTRY)
             entries["batch_pos"] = placement.position
@@ -86,8 +108,7 @@ class Dispatcher:
             entries["tags_code"] = [tag_code(m.tags) for m in request.messages]
             entries["store_ts"] = written.store_timestamp
             self._append_entries(request.topic, request.queue_id, request.first_queue_offset, entries)
-        self._unindexed.append((placement.segment.start, stored))
-        self._unindexed_rows += stored.num_rows
+            self._unindexed_rows += request.count
         if self._unindexed_rows >= _INDEX_BATCH_ROWS:
             self.build_index()
 
@@ -129,9 +150,12 @@ class Dispatcher:
     def build_index(self) -> None:
         """Index the dispatched batches not indexed yet, one Arrow pass per segment."""
         pending, self._unindexed, self._unindexed_rows = self._unindexed, [], 0
+        sends, self._unindexed_sends = self._unindexed_sends, []
         by_segment: dict[int, list[StoredBatch]] = {}
         for segment_start, batch in pending:
             by_segment.setdefault(segment_start, []).append(batch)
+        for segment_start, rows in _by_segment(sends).items():
+            by_segment.setdefault(segment_start, []).append(_index_columns(rows))
         for segment_start, stored in by_segment.items():
             batches = [batch.select(INDEXED_COLUMNS) for batch in as_batches(stored)]
             combined = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
@@ -139,3 +163,18 @@ class Dispatcher:
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self._listeners.append(listener)
+
+
+def _by_segment(
+    rows: list[tuple[int, str, str | None, str, int, int]],
+) -> dict[int, list[tuple[str, str | None, str, int, int]]]:
+    grouped: dict[int, list[tuple[str, str | None, str, int, int]]] = {}
+    for segment_start, *columns in rows:
+        grouped.setdefault(segment_start, []).append(tuple(columns))  # type: ignore[arg-type]
+    return grouped
+
+
+def _index_columns(rows: list[tuple[str, str | None, str, int, int]]) -> pa.RecordBatch:
+    """The INDEXED_COLUMNS of standard sends' rows, in commit log order."""
+    columns = zip(*rows, strict=True)
+    return pa.RecordBatch.from_pydict(dict(zip(INDEXED_COLUMNS, columns, strict=True)), schema=_INDEXED_SCHEMA)

@@ -46,7 +46,7 @@ class MessageStore:
         self.config = config
         self._store_host = store_host
         self.commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log, config.batch_cache_bytes)
-        self.logics = Dispatcher(config)
+        self.logics = Dispatcher(config, store_host)
         self.index = self.logics.index
         self.queues = self.logics.queues
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-io")
@@ -163,15 +163,18 @@ class MessageStore:
 
     # -- writing -------------------------------------------------------------------------------
 
-    async def put_messages(
+    def put_messages(
         self, topic: str, queue_id: int, messages: list[StandardMessage], *, wait_flush: bool = True
-    ) -> PutResult:
-        """Store standard messages (one send or one batch send) in one queue."""
+    ) -> asyncio.Future[PutResult]:
+        """Store standard messages (one send or one batch send) in one queue: the future of the result.
+
+        Queued before this returns, or refused at once (SYSTEM_BUSY): a caller that only awaits the
+        future later holds no unqueued message meanwhile."""
         future: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
         self.appender.submit(AppendRequest(topic, queue_id, future, messages=messages, wait_flush=wait_flush))
-        return await future
+        return future
 
-    async def put_arrow(
+    def put_arrow(
         self,
         topic: str,
         queue_id: int,
@@ -180,8 +183,9 @@ class MessageStore:
         born_timestamp: int,
         born_host: str,
         properties: pa.StringArray | None = None,
-    ) -> PutResult:
-        """Store a producer's Arrow batch (PRODUCER_SCHEMA) in one queue.
+    ) -> asyncio.Future[PutResult]:
+        """Store a producer's Arrow batch (PRODUCER_SCHEMA) in one queue: the future of the result,
+        queued or refused as :meth:`put_messages`.
 
         `properties`: the batch's encoded properties, when the caller built them while checking it.
         """
@@ -197,14 +201,14 @@ class MessageStore:
                 born_host=born_host,
             )
         )
-        return await future
+        return future
 
     def _stored(self, written: Round, stored: StoredBatch, length: int) -> None:
         placement = written.placement
         assert placement is not None
         self.commit_log.register(placement, length, stored, synced=written.sync)
         if isinstance(stored, WireRecords):
-            self.logics.dispatch_sends(written, stored)
+            self.logics.dispatch_sends(written)
         else:
             self.logics.dispatch(placement.position, placement.segment.start, stored)
         self._dispatched = placement.position + length
