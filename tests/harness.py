@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rocketspark.processes import ServerProcess, broker_process, namesrv_process, wait_registered
@@ -29,8 +31,21 @@ class ServerFactory:
         self, namesrv: str, *extra: str, broker_name: str = "broker-a", data_dir: Path | None = None
     ) -> ServerProcess:
         """A broker registered with `namesrv`; `extra` flags such as `--flush sync` or `--set key=value`."""
-        process = broker_process(data_dir or self._next_dir(broker_name), namesrv, *extra, broker_name=broker_name)
-        self.processes.append(process)
+        return self._start_broker(namesrv, extra, broker_name, data_dir or self._next_dir(broker_name))
+
+    def brokers(
+        self, namesrv: str, names: Sequence[str], *extra: str, data_dirs: Mapping[str, Path] | None = None
+    ) -> dict[str, ServerProcess]:
+        """Brokers `names`, each as :meth:`broker` makes it, started side by side (each boots an
+        interpreter and registers: they need not wait for one another); by name, in the order of `names`."""
+        dirs = {name: (data_dirs or {}).get(name) or self._next_dir(name) for name in names}
+        with ThreadPoolExecutor(len(names)) as pool:
+            started = {name: pool.submit(self._start_broker, namesrv, extra, name, dirs[name]) for name in names}
+        return {name: future.result() for name, future in started.items()}
+
+    def _start_broker(self, namesrv: str, extra: tuple[str, ...], broker_name: str, data_dir: Path) -> ServerProcess:
+        process = broker_process(data_dir, namesrv, *extra, broker_name=broker_name)
+        self.processes.append(process)  # before it starts: stop_all stops it whatever happens next
         process.start()
         wait_registered(namesrv.split(";", maxsplit=1)[0], process.address)
         return process

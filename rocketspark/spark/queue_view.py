@@ -42,13 +42,16 @@ class QueueView:
     """The queues a source reads and their offsets, as the brokers see them now.
 
     One view serves one planning step; `unreachable` collects the queues whose broker did not
-    answer, with the reason, across the questions asked through this view.
+    answer, with the reason, across the questions asked through this view. A broker that did not
+    answer one question is not asked the view's later ones: each would wait out the retries again
+    (seconds per question when a broker hangs), and the step's answer would be the same.
     """
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.client = cluster.instance(options.namesrv_addr)
         self.unreachable: dict[MessageQueue, str] = {}
+        self._silent: dict[str, str] = {}  # broker name: why it did not answer
 
     # -- name servers ----------------------------------------------------------------------------
 
@@ -126,7 +129,12 @@ class QueueView:
         self, queues: Iterable[MessageQueue], ask: Callable[[str, MessageQueue], Awaitable[T]]
     ) -> dict[MessageQueue, T]:
         """The answers of the queues whose broker answered; the others go to `unreachable`."""
-        ordered = sorted(q for q in queues if q not in self.unreachable)
+        ordered = []
+        for queue in sorted(queues):
+            if queue.broker_name in self._silent:
+                self.unreachable.setdefault(queue, self._silent[queue.broker_name])
+            elif queue not in self.unreachable:
+                ordered.append(queue)
 
         async def one(queue: MessageQueue) -> T | RocketMQError:
             try:
@@ -143,7 +151,7 @@ class QueueView:
         for queue, answer in zip(ordered, cluster.run(every()), strict=True):
             if isinstance(answer, RocketMQError):
                 log.warning("broker %s does not answer for %s: %s", queue.broker_name, queue, answer)
-                self.unreachable[queue] = str(answer)
+                self.unreachable[queue] = self._silent[queue.broker_name] = str(answer)
             else:
                 answers[queue] = answer
         return answers
@@ -190,6 +198,8 @@ class QueueView:
         remoting = self.client.remoting
 
         async def update(queue: MessageQueue) -> bool:
+            if queue.broker_name in self._silent:
+                return False
             try:
                 await self._ask_broker(
                     queue,
@@ -199,6 +209,8 @@ class QueueView:
                 )
             except RocketMQError as exc:
                 log.warning("mirroring offset %d of %s to group %s failed: %s", offsets[queue], queue, group, exc)
+                if exc.retriable:
+                    self._silent[queue.broker_name] = str(exc)
                 return False
             return True
 

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 import pytest
@@ -232,10 +233,12 @@ def test_unreachable_namesrv_fails_within_30_s(kind: str) -> None:
 
 @pytest.mark.slow
 def test_produce_and_consume_without_namesrv_fail_within_30_s() -> None:
-    with _silent_server() as server:
+    with _silent_server() as server, ThreadPoolExecutor(2) as pool:
         address = f"127.0.0.1:{server.getsockname()[1]}"
-        produced = run_cli("produce", "T", "--namesrv", address, stdin="x\n")
-        consumed = run_cli("consume", "T", "--namesrv", address, "--timeout", "1")
+        # side by side: each waits out its own request timeout against the silent port
+        producing = pool.submit(run_cli, "produce", "T", "--namesrv", address, stdin="x\n")
+        consuming = pool.submit(run_cli, "consume", "T", "--namesrv", address, "--timeout", "1")
+        produced, consumed = producing.result(), consuming.result()
     for result in (produced, consumed):
         assert result.code == 1, result.err
         assert result.seconds < 30

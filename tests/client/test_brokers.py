@@ -131,10 +131,7 @@ async def test_dead_broker_is_a_clear_error_within_the_timeout(servers: ServerFa
 @pytest.mark.slow
 async def test_arrow_fallback_sends_fail_over_like_any_send(servers: ServerFactory) -> None:
     namesrv = servers.namesrv()
-    brokers = {
-        name: servers.broker(namesrv.address, "--set", "arrowEnable=false", broker_name=name)
-        for name in ("broker-a", "broker-b")
-    }
+    brokers = servers.brokers(namesrv.address, ("broker-a", "broker-b"), "--set", "arrowEnable=false")
     remoting = RemotingClient()
     try:
         for broker in brokers.values():

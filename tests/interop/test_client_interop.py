@@ -9,6 +9,8 @@ import pytest
 from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, Message
 from tests.interop.conftest import Cluster
 from tests.interop.driver import OutgoingMessage, Send
+from tests.interop.test_real_client import wait_for_pulls
+from tests.interop.wire import WireRecorder
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.interop
@@ -46,24 +48,31 @@ async def test_our_producer_to_real_push_consumer(cluster: Cluster) -> None:
     topic = "OursToReal"
     async with AsyncProducer("ours_producing", namesrv_addr=cluster.namesrv.address) as producer:
         await producer.send(Message(topic, b"warm-up", tags="Skip"))  # creates the topic
-        consumer = cluster.client.start_consumer(
-            "real_consumer", topic, expect=40, expression="TagA || TagB", properties=["seq"], max_wait_s=30
-        )
-        await eventually(lambda: consumer.process.poll() is None, what="the real consumer running")
-        await asyncio.sleep(3)  # the push consumer starts at the queues' max offsets
-        sent = {}
-        for i in range(45):
-            tag = ("TagA", "TagB", "TagC")[i % 3]
-            result = await producer.send(
-                Message(topic, f"from Python {i}".encode(), tags=tag, keys=f"key-{i}", properties={"seq": str(i)})
+        queue_count = await cluster.queue_count(topic)
+        with WireRecorder(cluster.namesrv.address, cluster.broker.address) as recorder:
+            client = cluster.client_via(recorder.namesrv_address)
+            consumer = client.start_consumer(
+                "real_consumer", topic, expect=40, expression="TagA || TagB", properties=["seq"], max_wait_s=30
             )
-            sent[result.msg_id] = (tag, f"key-{i}", str(i))
-        batch = await producer.send_batch(
-            [Message(topic, f"batched {i}".encode(), tags="TagA", keys=f"b{i}") for i in range(10)]
-        )
-        assert sum(r.count for r in batch) == 10
-    consumed = await asyncio.to_thread(cluster.client.consumed, consumer)
-    diagnostics = cluster.client.diagnostics()
+            await eventually(lambda: consumer.process.poll() is None, what="the real consumer running")
+            # the push consumer starts at the queues' max offsets: send once it pulls every queue
+            try:
+                await wait_for_pulls(recorder, "real_consumer", topic, queue_count)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{client.diagnostics()}") from None
+            sent = {}
+            for i in range(45):
+                tag = ("TagA", "TagB", "TagC")[i % 3]
+                result = await producer.send(
+                    Message(topic, f"from Python {i}".encode(), tags=tag, keys=f"key-{i}", properties={"seq": str(i)})
+                )
+                sent[result.msg_id] = (tag, f"key-{i}", str(i))
+            batch = await producer.send_batch(
+                [Message(topic, f"batched {i}".encode(), tags="TagA", keys=f"b{i}") for i in range(10)]
+            )
+            assert sum(r.count for r in batch) == 10
+            consumed = await asyncio.to_thread(client.consumed, consumer)
+    diagnostics = client.diagnostics()
     singles = [m for m in consumed.messages if m.body.startswith("from Python")]
     assert len(singles) == 30, diagnostics
     for message in singles:

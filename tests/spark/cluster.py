@@ -140,8 +140,7 @@ class SparkCluster:
 def two_brokers_on(factory: ServerFactory, *extra: str) -> SparkCluster:
     """A name server with broker-a and broker-b; `extra`: flags both brokers start with."""
     namesrv = factory.namesrv()
-    brokers = {name: factory.broker(namesrv.address, *extra, broker_name=name) for name in ("broker-a", "broker-b")}
-    return SparkCluster(namesrv, brokers)
+    return SparkCluster(namesrv, factory.brokers(namesrv.address, ("broker-a", "broker-b"), *extra))
 
 
 class Brokers:
@@ -155,10 +154,7 @@ class Brokers:
         namesrv = servers.namesrv()
         self.cluster = SparkCluster(
             namesrv,
-            {
-                "broker-a": servers.broker(namesrv.address, *extra, broker_name="broker-a"),
-                "broker-b": servers.broker(namesrv.address, *extra, broker_name="broker-b", data_dir=self.b_dir),
-            },
+            servers.brokers(namesrv.address, ("broker-a", "broker-b"), *extra, data_dirs={"broker-b": self.b_dir}),
         )
 
     def restart_b(self) -> ServerProcess:

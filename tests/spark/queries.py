@@ -87,7 +87,12 @@ def stored_rows(spark: SparkSession, path: Path) -> int:
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 120.0) -> None:
+    """Check `condition` until it holds; fail after `timeout_s`. The pauses grow from 50 ms to 0.5 s:
+    a condition that holds soon is seen soon, one that takes long (many are Spark jobs) is not
+    asked more often than every half second."""
     deadline = time.monotonic() + timeout_s
+    pause = 0.05
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)

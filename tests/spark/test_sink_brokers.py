@@ -87,7 +87,7 @@ def test_every_row_is_in_the_topic_after_a_broker_is_killed_mid_write(
 
     def start():  # type: ignore[no-untyped-def]
         frame = stream(
-            spark, cluster, "KillIn", "kill_in_group", startingOffsets="earliest", maxMessagesPerTrigger="500"
+            spark, cluster, "KillIn", "kill_in_group", startingOffsets="earliest", maxMessagesPerTrigger="1000"
         )
         if placement == "sharding-key":  # 50 keys: every queue of both brokers has some
             frame = frame.withColumn("shardingKey", F.concat(F.lit("k"), (F.col("queueOffset") % 50).cast("string")))
@@ -163,9 +163,7 @@ def send_kind_cluster(request: pytest.FixtureRequest, servers: ServerFactory) ->
     """broker-a and broker-b that take Arrow sends, or both with the Arrow codes turned off."""
     namesrv = servers.namesrv()
     extra = (*PATIENT_SENDS, "--set", "arrowEnable=false") if request.param == "standard" else PATIENT_SENDS
-    cluster = SparkCluster(
-        namesrv, {name: servers.broker(namesrv.address, *extra, broker_name=name) for name in ("broker-a", "broker-b")}
-    )
+    cluster = SparkCluster(namesrv, servers.brokers(namesrv.address, ("broker-a", "broker-b"), *extra))
     return request.param, cluster
 
 
