@@ -15,20 +15,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bench.cluster import Cluster, cluster
-from bench.ingest import QUEUES, prepare_topic
+from bench.ingest import QUEUES, drive, prepare_topic
 from bench.report import progress, record
-from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere
+from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, Message
 from rocketspark.client.api import offset
 from rocketspark.remoting.client import RemotingClient
 
 TOPIC = "BenchIngest"
 BODY = b"x" * 128
 CHUNK = 10_000
+#: single sends in flight when preloading with them (ingest's `single` mode, `producer.sh -w 64`)
+SINGLE_IN_FLIGHT = 64
 
 
-async def preload(target: Cluster, count: int, *, keys: bool = False) -> None:
+async def preload(target: Cluster, count: int, *, keys: bool = False, topic: str = TOPIC) -> None:
     """Store `count` messages with Arrow sends; with `keys`, message n has the key `key_of(n)`."""
-    await prepare_topic(target)
+    await prepare_topic(target, topic)
     table = pa.table({"body": pa.array([BODY] * CHUNK, pa.binary())})
     async with AsyncProducer("bench_preload", namesrv_addr=target.namesrv_addr, send_timeout_ms=30_000) as producer:
         sent = 0
@@ -38,20 +40,34 @@ async def preload(target: Cluster, count: int, *, keys: bool = False) -> None:
             if keys:
                 numbers = pc.cast(pa.array(np.arange(sent, sent + rows)), pa.string())
                 chunk = chunk.append_column("keys", pc.binary_join_element_wise("k", numbers, ""))
-            await producer.send_arrow(chunk, TOPIC)
+            await producer.send_arrow(chunk, topic)
             sent += rows
             if sent % 500_000 == 0:
                 progress(f"stored {sent:,} messages")
+
+
+async def preload_single(target: Cluster, count: int, topic: str) -> float:
+    """Store `count` messages with single SEND_MESSAGE_V2 sends, SINGLE_IN_FLIGHT at a time, as
+    ingest's `single` mode sends them; returns the sends acknowledged a second."""
+    await prepare_topic(target, topic)
+    producer = AsyncProducer("bench_preload_single", namesrv_addr=target.namesrv_addr, send_timeout_ms=30_000)
+    async with producer:
+        tally, elapsed = await drive(
+            SINGLE_IN_FLIGHT, 1, float("inf"), count, lambda: producer.send(Message(topic, BODY))
+        )
+    if tally.messages != count:
+        raise RuntimeError(f"{tally.messages:,} of {count:,} single sends acknowledged")
+    return tally.messages / elapsed
 
 
 def key_of(n: int) -> str:
     return f"k{n}"
 
 
-async def max_offsets(target: Cluster) -> dict[int, int]:
+async def max_offsets(target: Cluster, topic: str = TOPIC) -> dict[int, int]:
     remoting = RemotingClient()
     try:
-        return {q: await offset.get_max_offset(remoting, target.broker.address, TOPIC, q) for q in range(QUEUES)}
+        return {q: await offset.get_max_offset(remoting, target.broker.address, topic, q) for q in range(QUEUES)}
     finally:
         await remoting.close()
 

@@ -38,13 +38,13 @@ class Tally:
     latencies_s: list[float] = field(default_factory=list)
 
 
-async def prepare_topic(target: Cluster) -> None:
+async def prepare_topic(target: Cluster, topic: str = TOPIC) -> None:
     remoting = RemotingClient()
     try:
-        await admin.create_topic(remoting, target.broker.address, TopicConfig(TOPIC, QUEUES, QUEUES))
+        await admin.create_topic(remoting, target.broker.address, TopicConfig(topic, QUEUES, QUEUES))
     finally:
         await remoting.close()
-    await asyncio.to_thread(wait_registered, target.namesrv_addr, target.broker.address, (TOPIC,))
+    await asyncio.to_thread(wait_registered, target.namesrv_addr, target.broker.address, (topic,))
 
 
 async def stored_messages(target: Cluster) -> int:
@@ -58,12 +58,15 @@ async def stored_messages(target: Cluster) -> int:
 async def drive(
     in_flight: int, per_call: int, seconds: float, limit: int, call: Callable[[], Awaitable[object]]
 ) -> tuple[Tally, float]:
-    """Run `call` from `in_flight` workers until `seconds` pass or `limit` messages are acknowledged."""
+    """Run `call` from `in_flight` workers until `seconds` pass or `limit` messages are sent (never more)."""
     tally = Tally()
     deadline = time.perf_counter() + seconds
+    claimed = 0  # messages of the calls started, acknowledged or not
 
     async def worker() -> None:
-        while time.perf_counter() < deadline and tally.messages + per_call <= limit:
+        nonlocal claimed
+        while time.perf_counter() < deadline and claimed + per_call <= limit:
+            claimed += per_call
             started = time.perf_counter()
             await call()
             tally.latencies_s.append(time.perf_counter() - started)

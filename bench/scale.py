@@ -62,11 +62,17 @@ async def restart_seconds(target: Cluster, *, crash: bool) -> float:
     return time.perf_counter() - started
 
 
+#: the pause before a resident size is read: what the broker holds, once its periodic work (flushes,
+#: returning freed memory) has run, not what a burst of requests left for a moment
+SETTLE_S = 2.0
+
+
 async def measure(count: int, seconds: float) -> list[object]:
     with cluster() as target:
         progress(f"storing {count:,} messages with keys")
         await preload(target, count, keys=True)
         stored = sum((await max_offsets(target)).values())
+        await asyncio.sleep(SETTLE_S)
         after_writes, _ = resident_mib(target.broker.pid)
         lookup_p50, lookup_p99 = percentiles_ms(await lookups(target, stored), 50, 99)
         sample = min(STANDARD_SAMPLE, stored)
@@ -75,6 +81,7 @@ async def measure(count: int, seconds: float) -> list[object]:
         received, elapsed, _ = await read_all(target, True, stored, max(seconds, 300.0))
         arrow = received / elapsed
         assert received == stored, f"the Arrow read got {received:,} of {stored:,} messages"
+        await asyncio.sleep(SETTLE_S)
         after_read, peak = resident_mib(target.broker.pid)
         clean = await restart_seconds(target, crash=False)
         crashed = await restart_seconds(target, crash=True)

@@ -1,6 +1,8 @@
 """`spark-source`: Spark reading stored messages through the rocketmq source, against a ceiling.
 
-The messages are stored first with Arrow sends (not measured). Three measurements, in one local[2]
+The messages are stored first with Arrow sends (not measured), and up to SINGLE_SENT more with
+single SEND_MESSAGE_V2 sends, 64 in flight, into a topic of their own (stored as RocketMQ's message
+records, which the broker decodes into Arrow for the source). These measurements, in one local[2]
 SparkSession:
 
 - "1M batch read": `spark.read.format("rocketmq")` of the first million messages into the `noop`
@@ -8,7 +10,10 @@ SparkSession:
 - "ceiling": an `AvailableNow` stream from an in-memory Python data source that yields, per queue,
   as many rows as the broker holds, as copies of a Spark batch read from the broker beforehand:
   the cost of Spark's Python data source machinery with no network, no broker and no conversion;
-- "rocketmq": an `AvailableNow` stream of every stored message into the `noop` sink.
+- "rocketmq": an `AvailableNow` stream of every stored message into the `noop` sink;
+- "single-sent": an `AvailableNow` stream of every single-sent message, against the same stream of
+  as many Arrow-sent messages ("rocketmq" itself when there are as many, else a topic of that
+  many Arrow-sent messages): what reading costs when messages were sent one at a time.
 
 Row counts come from the queries' progress and must equal what the broker holds.
 """
@@ -32,7 +37,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from pyspark.sql.types import StructType
 
 from bench.cluster import Cluster, cluster
-from bench.consume import TOPIC, max_offsets, preload
+from bench.consume import SINGLE_IN_FLIGHT, TOPIC, max_offsets, preload, preload_single
 from bench.report import progress, record
 from rocketspark.spark.options import parse
 from rocketspark.spark.planning import QueueRange
@@ -42,6 +47,11 @@ from rocketspark.spark.session import local_session
 
 BROKER = "broker-a"
 MEMORY_SAMPLE = 1_000_000
+#: most messages stored with single sends (about 2 minutes of sending here); at most --messages
+SINGLE_SENT = 1_000_000
+SINGLE_TOPIC = "BenchSingleSent"
+#: Arrow-sent messages as many as the single-sent ones, when fewer than TOPIC holds
+PAIR_TOPIC = "BenchArrowSent"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -179,9 +189,9 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def source(spark: SparkSession, target: Cluster, *, streaming: bool, **options: str) -> DataFrame:
+def source(spark: SparkSession, target: Cluster, *, streaming: bool, topic: str = TOPIC, **options: str) -> DataFrame:
     reader = spark.readStream if streaming else spark.read
-    reader = reader.format("rocketmq").option("nameserver", target.namesrv_addr).option("topic", TOPIC)
+    reader = reader.format("rocketmq").option("nameserver", target.namesrv_addr).option("topic", topic)
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
@@ -202,15 +212,18 @@ def mib(values: list[int]) -> list[int]:
 
 
 def measure_streams(
-    spark: SparkSession, target: Cluster, stored: dict[int, int], work: Path, timeout_s: float
+    spark: SparkSession, target: Cluster, stored: dict[int, int], topics: dict[str, str], work: Path, timeout_s: float
 ) -> dict[str, tuple[int, float]]:
-    """Each stream twice, alternating, so neither gains from running later; the faster run counts."""
+    """Each stream twice, alternating, so none gains from running later; the faster run counts.
+
+    `topics`: the rocketmq streams to run besides the ceiling, by name, and the topic each reads.
+    """
     template = spark_batch_from_broker(target, 10_000)
     (work / "batch.arrow").write_bytes(ipc_bytes(template))
     spark.dataSource.register(CeilingDataSource)
     best: dict[str, tuple[int, float]] = {}
     for round_number in range(2):
-        for name in ("ceiling", "rocketmq"):
+        for name in ("ceiling", *topics):
             if name == "ceiling":
                 frame = (
                     spark.readStream.format(CeilingDataSource.name())
@@ -220,21 +233,45 @@ def measure_streams(
                 )
             else:
                 group = f"bench_spark_{round_number}"
-                frame = source(spark, target, streaming=True, consumerGroup=group, startingOffsets="earliest")
+                frame = source(
+                    spark, target, streaming=True, topic=topics[name], consumerGroup=group, startingOffsets="earliest"
+                )
             rows, seconds = run_available_now(frame, work / f"{name}-{round_number}", timeout_s)
-            progress(f"{name}: {rows:,} rows in {seconds:.1f} s")
+            progress(f"{name}: {rows:,} rows in {seconds:.1f} s ({rows / seconds:,.0f} rows/s)")
             if name not in best or seconds < best[name][1]:
                 best[name] = (rows, seconds)
     return best
 
 
+async def store(target: Cluster, limit: int) -> tuple[dict[str, str], dict[str, int]]:
+    """Store the messages: `limit` Arrow-sent ones in TOPIC, as many as SINGLE_SENT (at most `limit`)
+    single-sent ones in SINGLE_TOPIC, and as many Arrow-sent ones in PAIR_TOPIC when TOPIC has more.
+
+    Returns the topic each rocketmq stream reads, and the single sends: acknowledged, stored (which
+    the single-sent stream must read), a second.
+    """
+    single = min(limit, SINGLE_SENT)
+    topics = {"rocketmq": TOPIC, "single-sent": SINGLE_TOPIC}
+    progress(f"storing {limit:,} messages")
+    await preload(target, limit)
+    if single < limit:
+        progress(f"storing {single:,} messages into {PAIR_TOPIC}")
+        await preload(target, single, topic=PAIR_TOPIC)
+        topics["arrow-sent"] = PAIR_TOPIC
+    progress(f"storing {single:,} messages with single sends, {SINGLE_IN_FLIGHT} in flight")
+    rate = await preload_single(target, single, SINGLE_TOPIC)
+    stored = sum((await max_offsets(target, SINGLE_TOPIC)).values())
+    progress(f"stored them at {rate:,.0f} msg/s")
+    if stored != single:
+        progress(f"WARNING: {single:,} single sends acknowledged, but the broker holds {stored:,}")
+    return topics, {"acknowledged": single, "stored": stored, "per_s": round(rate)}
+
+
 async def main(seconds: float, limit: int) -> None:
     timeout_s = max(seconds, 600.0)
-    notes: dict[str, Any] = {}
     with cluster() as target, tempfile.TemporaryDirectory(prefix="rocketspark-bench-spark-") as tmp:
         work = Path(tmp)
-        progress(f"storing {limit:,} messages")
-        await preload(target, limit)
+        topics, singles = await store(target, limit)
         stored = await max_offsets(target)
         total = sum(stored.values())
         # the ceiling's classes must be importable by Spark's Python workers
@@ -257,32 +294,43 @@ async def main(seconds: float, limit: int) -> None:
             expected = sum(ending_offsets_map(stored, sample).values())
             assert read == expected, f"the batch read returned {read:,} rows, not {expected:,}"
             progress(f"batch read: {read:,} rows in {batch_s:.1f} s; Python processes peak at {mib(batch_peaks)} MiB")
-            best = measure_streams(spark, target, stored, work, timeout_s)
+            best = measure_streams(spark, target, stored, topics, work, timeout_s)
             stream_peaks = peak_memory(python_workers(spark))
         finally:
             spark.stop()
-    (ceiling_rows, ceiling_s), (read_rows, read_s) = best["ceiling"], best["rocketmq"]
-    ceiling_rate, read_rate = ceiling_rows / ceiling_s, read_rows / read_s
+    rate = {name: rows / seconds for name, (rows, seconds) in best.items()}
+    arrow_sent = "arrow-sent" if "arrow-sent" in best else "rocketmq"
+    single_ratio = rate["single-sent"] / rate[arrow_sent]
     rows = [
-        ["batch read (spark.read)", read, round(batch_s, 1), round(read / batch_s), max(batch_peaks) >> 20, "-"],
-        ["ceiling (in-memory source)", ceiling_rows, round(ceiling_s, 1), round(ceiling_rate), "-", "-"],
-        [
-            "rocketmq (AvailableNow)",
-            read_rows,
-            round(read_s, 1),
-            round(read_rate),
-            max(stream_peaks) >> 20,
-            round(read_rate / ceiling_rate, 2),
-        ],
+        ["batch read (spark.read)", read, round(batch_s, 1), round(read / batch_s), max(batch_peaks) >> 20, "-", "-"],
+        ["ceiling (in-memory source)", *_figures(best["ceiling"]), "-", "-", "-"],
+        ["rocketmq (AvailableNow)", *_figures(best["rocketmq"]), max(stream_peaks) >> 20],
     ]
-    notes.update(
-        {
-            "stored": total,
-            "queues": len(stored),
-            "streams read every stored message": read_rows == total == ceiling_rows,
-            "python_process_peaks_mib_batch_read": mib(batch_peaks),
-            "python_process_peaks_mib_after_streams": mib(stream_peaks),
-        }
-    )
-    columns = ["read", "rows", "seconds", "rows/s", "Python peak MiB", "vs ceiling"]
+    rows[-1] += [round(rate["rocketmq"] / rate["ceiling"], 2), "-"]
+    if "arrow-sent" in best:
+        rows.append(["rocketmq, Arrow-sent (AvailableNow)", *_figures(best["arrow-sent"]), "-"])
+        rows[-1] += [round(rate["arrow-sent"] / rate["ceiling"], 2), "-"]
+    rows.append([f"rocketmq, single-sent, {SINGLE_IN_FLIGHT} in flight", *_figures(best["single-sent"]), "-"])
+    rows[-1] += [round(rate["single-sent"] / rate["ceiling"], 2), round(single_ratio, 2)]
+    progress(f"single-sent {rate['single-sent']:,.0f} rows/s, Arrow-sent {rate[arrow_sent]:,.0f}: {single_ratio:.2f}")
+    notes = {
+        "stored": total,
+        "queues": len(stored),
+        "single_sends_acknowledged": singles["acknowledged"],
+        "single_sent_stored": singles["stored"],
+        "single_sends_per_s": singles["per_s"],
+        "streams read every stored message": best["rocketmq"][0] == total == best["ceiling"][0]
+        and best["single-sent"][0] == singles["stored"]
+        and best[arrow_sent][0] == singles["acknowledged"],
+        "single_sent_vs_arrow_sent": round(single_ratio, 3),
+        "python_process_peaks_mib_batch_read": mib(batch_peaks),
+        "python_process_peaks_mib_after_streams": mib(stream_peaks),
+    }
+    columns = ["read", "rows", "seconds", "rows/s", "Python peak MiB", "vs ceiling", "single / Arrow-sent"]
     record("spark-source", columns, rows, notes)
+
+
+def _figures(measured: tuple[int, float]) -> list[Any]:
+    """rows, seconds, rows/s of a measured stream."""
+    rows, seconds = measured
+    return [rows, round(seconds, 1), round(rows / seconds)]

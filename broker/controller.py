@@ -8,6 +8,7 @@ protocols of broker.context, each declaring the parts it reads.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from broker.config import BrokerConfig
@@ -45,9 +46,15 @@ from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
 
+#: how often the broker gives freed memory back to the OS (broker/memory.py)
+TRIM_MEMORY_INTERVAL_S = 1.0
+
 
 class BrokerController:
-    def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+    def __init__(
+        self, config: BrokerConfig, store_config: StoreConfig, *, trim_memory: Callable[[], None] | None = None
+    ) -> None:
+        """`trim_memory`: gives the allocator's free pages back to the OS; run every second."""
         self.config = config
         self.store_config = store_config
         config_dir = store_config.store_path_root_dir / "config"
@@ -85,6 +92,8 @@ class BrokerController:
             ),
             PeriodicService("scan-client-channels", config.client_channel_scan_interval / 1000, self._scan_channels),
         ]
+        if trim_memory is not None:
+            self._services.append(PeriodicService("return-freed-memory", TRIM_MEMORY_INTERVAL_S, trim_memory))
 
     async def start(self) -> None:
         await self.server.start(serving=False)

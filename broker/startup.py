@@ -73,8 +73,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[BrokerConfig, StoreConfig
 def main(argv: list[str] | None = None) -> int:
     config, store_config, level = parse_args(argv)
     configure_logging(level)
-    return_freed_memory()
-    controller = BrokerController(config, store_config)
+    trim_memory = return_freed_memory()
+    controller = BrokerController(config, store_config, trim_memory=trim_memory)
 
     async def start() -> list[str]:
         await controller.start()
