@@ -1,6 +1,7 @@
 """`latency`: single sends at 1,000 and at 10,000 msg/s, from send to receipt by a long-polling consumer.
 
-Producer and lite-pull consumer run in one process (one clock); each message carries its send
+Producer and consumer (a lite-pull consumer polling, or a push consumer whose listener records the
+receipt on its consume thread) run in one process (one clock); each message carries its send
 time. Sends start on a fixed schedule, each as its own task (up to IN_FLIGHT at once), so a slow
 answer does not delay the next send; the rate actually reached is recorded next to the target. The
 consumer starts at the queues' ends and receives through held pulls.
@@ -10,12 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import threading
 import time
 
 from bench.cluster import cluster
 from bench.ingest import QUEUES, prepare_topic
 from bench.report import percentiles_ms, progress, record
-from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, Message
+from rocketspark import (
+    AsyncLitePullConsumer,
+    AsyncProducer,
+    AsyncPushConsumer,
+    ConsumeFromWhere,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+)
 from rocketspark.aio import wait_until
 
 TOPIC = "BenchIngest"
@@ -23,22 +33,59 @@ RATES = (1_000, 10_000)
 IN_FLIGHT = 256
 
 
-async def _assigned(consumer: AsyncLitePullConsumer) -> None:
+async def _assigned(consumer: AsyncLitePullConsumer | AsyncPushConsumer) -> None:
     while len(consumer.assignment()) < QUEUES:  # noqa: ASYNC110 - the assignment has no event to await
         await asyncio.sleep(0.05)
 
 
-async def measure(rate: int, seconds: float, limit: int) -> list[object]:
+def _latency(message: MessageExt) -> float:
+    sent: float = struct.unpack(">d", message.body[:8])[0]
+    return time.perf_counter() - sent
+
+
+class _PushReceiver:
+    """The push consumer's listener: records latencies on the consume threads, wakes the loop when done."""
+
+    def __init__(self, count: int, latencies: list[float]) -> None:
+        self.count = count
+        self.latencies = latencies
+        self.lock = threading.Lock()
+        self.loop = asyncio.get_running_loop()
+        self.done = self.loop.create_future()
+
+    def __call__(self, messages: list[MessageExt]) -> ConsumeStatus:
+        with self.lock:
+            self.latencies.extend(_latency(m) for m in messages)
+            if len(self.latencies) >= self.count:
+                self.loop.call_soon_threadsafe(self._finish)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def _finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def measure(rate: int, seconds: float, limit: int, push: bool) -> list[object]:
     count = int(min(limit, seconds * rate))
     latencies: list[float] = []
     with cluster() as target:
         await prepare_topic(target)
-        consumer = AsyncLitePullConsumer(
-            "bench_latency",
-            namesrv_addr=target.namesrv_addr,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-            auto_commit=False,
-        )
+        consumer: AsyncLitePullConsumer | AsyncPushConsumer
+        if push:
+            listener = _PushReceiver(count, latencies)
+            consumer = AsyncPushConsumer(
+                "bench_latency",
+                namesrv_addr=target.namesrv_addr,
+                consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            )
+            consumer.register_listener(listener)
+        else:
+            consumer = AsyncLitePullConsumer(
+                "bench_latency",
+                namesrv_addr=target.namesrv_addr,
+                consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                auto_commit=False,
+            )
         async with AsyncProducer("bench_latency", namesrv_addr=target.namesrv_addr) as producer:
             consumer.subscribe(TOPIC)
             async with consumer:
@@ -46,10 +93,11 @@ async def measure(rate: int, seconds: float, limit: int) -> list[object]:
                 await asyncio.sleep(1.0)  # every queue's first long poll is held by now
 
                 async def receive() -> None:
+                    if isinstance(consumer, AsyncPushConsumer):
+                        await listener.done
+                        return
                     while len(latencies) < count:
-                        for message in await consumer.poll(1_000):
-                            (sent,) = struct.unpack(">d", message.body[:8])  # type: ignore[union-attr]
-                            latencies.append(time.perf_counter() - sent)
+                        latencies.extend(_latency(m) for m in await consumer.poll(1_000) if isinstance(m, MessageExt))
 
                 slots = asyncio.Semaphore(IN_FLIGHT)
 
@@ -69,13 +117,16 @@ async def measure(rate: int, seconds: float, limit: int) -> list[object]:
                 await asyncio.gather(*sends)
                 sent_rate = count / (time.perf_counter() - started)
                 await asyncio.wait_for(receiver, 30)
+    kind = "push (concurrent listener)" if push else "lite-pull (long polling)"
     p50, p99, p999 = percentiles_ms(latencies, 50, 99, 99.9)
-    progress(f"{rate:,} msg/s ({sent_rate:,.0f} reached), {len(latencies):,} messages: p50 {p50} ms, p99 {p99} ms")
-    return ["lite-pull (long polling)", len(latencies), rate, round(sent_rate), p50, p99, p999]
+    progress(
+        f"{kind}, {rate:,} msg/s ({sent_rate:,.0f} reached), {len(latencies):,} messages: p50 {p50} ms, p99 {p99} ms"
+    )
+    return [kind, len(latencies), rate, round(sent_rate), p50, p99, p999]
 
 
 async def main(seconds: float, limit: int) -> None:
-    rows = [await measure(rate, seconds, limit) for rate in RATES]
+    rows = [await measure(rate, seconds, limit, push) for push in (False, True) for rate in RATES]
     record(
         "latency",
         ["consumer", "messages", "target msg/s", "sent msg/s", "p50 ms", "p99 ms", "p99.9 ms"],

@@ -16,6 +16,7 @@ from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.producer_manager import ProducerManager
 from broker.pull_request_hold_service import PullRequestHoldService
 from broker.rebalance_lock_manager import RebalanceLockManager
+from broker.schedule import DelayLevels
 from broker.stats import BrokerStats
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
@@ -83,3 +84,10 @@ class HasLocks(Protocol):
 class HasHold(Protocol):
     @property
     def hold(self) -> PullRequestHoldService: ...
+
+
+class HasDelayLevels(Protocol):
+    @property
+    def delay_levels(self) -> DelayLevels:
+        """The delays of the levels (messageDelayLevel), for delayed messages and retries."""
+        ...

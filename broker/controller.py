@@ -24,10 +24,13 @@ from broker.processors.lock import LockProcessor
 from broker.processors.pull import PullMessageProcessor
 from broker.processors.query_message import QueryMessageProcessor
 from broker.processors.send import SendMessageProcessor
+from broker.processors.send_back import SendBackProcessor
 from broker.producer_manager import ProducerManager
 from broker.pull_request_hold_service import PullRequestHoldService
 from broker.rebalance_lock_manager import RebalanceLockManager
 from broker.registration import NamesrvRegistration
+from broker.schedule import DelayLevels
+from broker.schedule_service import ScheduleMessageService
 from broker.stats import BrokerStats
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
@@ -73,9 +76,9 @@ class BrokerController:
         self._config_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="config-io")
         self._config_writers = [
             AtomicFileWriter(config_dir / name, self._config_io)
-            for name in ("topics.json", "subscriptionGroup.json", "consumerOffset.json")
+            for name in ("topics.json", "subscriptionGroup.json", "consumerOffset.json", "delayOffset.json")
         ]
-        topics_writer, groups_writer, offsets_writer = self._config_writers
+        topics_writer, groups_writer, offsets_writer, delay_writer = self._config_writers
         self.topics = TopicConfigManager(config, topics_writer, self._topics_changed)
         self.subscription_groups = SubscriptionGroupManager(groups_writer, config.auto_create_subscription_group)
         self.consumer_offsets = ConsumerOffsetManager(offsets_writer)
@@ -85,6 +88,8 @@ class BrokerController:
         self.hold = PullRequestHoldService(config.max_held_pull_requests)
         self.address = config.broker_addr
         self.store = MessageStore(store_config, self.address)
+        self.delay_levels = DelayLevels(store_config.delay_levels_ms())
+        self.schedule = ScheduleMessageService(self.store, self.delay_levels, delay_writer)
         self.registration: NamesrvRegistration | None = None
         self._services = [
             PeriodicService(
@@ -104,8 +109,10 @@ class BrokerController:
         self.topics.load()
         self.subscription_groups.load()
         self.consumer_offsets.load()
+        self.schedule.load()
         for processor in (
             SendMessageProcessor(self),
+            SendBackProcessor(self),
             ArrowSendProcessor(self),
             PullMessageProcessor(self),
             ConsumerManageProcessor(self),
@@ -123,6 +130,7 @@ class BrokerController:
         self.registration.start()
         for service in self._services:
             service.start()
+        self.schedule.start()
         log.info(
             "broker %s (cluster %s) serving at %s",
             self.config.broker_name,
@@ -137,6 +145,7 @@ class BrokerController:
         await self.server.stop()
         for service in self._services:
             await service.stop()
+        await self.schedule.stop()
         await self.store.stop()
         await self.consumer_offsets.persist()
         for writer in self._config_writers:

@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 from rocketspark.fileutil import AtomicFileWriter
+from rocketspark.message.validation import DEFAULT_MAX_RECONSUME_TIMES
 from rocketspark.remoting.body.jsonbody import JsonBody
 from rocketspark.remoting.body.topic import DataVersion
 
@@ -20,7 +21,7 @@ class SubscriptionGroupConfig(JsonBody):
     consume_from_min_enable: bool = True
     consume_broadcast_enable: bool = True
     retry_queue_nums: int = 1
-    retry_max_times: int = 16
+    retry_max_times: int = DEFAULT_MAX_RECONSUME_TIMES
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True

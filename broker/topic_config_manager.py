@@ -14,7 +14,7 @@ from collections.abc import Callable
 from broker.config import BrokerConfig
 from rocketspark.errors import ValidationError
 from rocketspark.fileutil import AtomicFileWriter
-from rocketspark.message.validation import AUTO_CREATE_TOPIC_KEY, SELF_TEST_TOPIC, retry_topic
+from rocketspark.message.validation import AUTO_CREATE_TOPIC_KEY, SELF_TEST_TOPIC
 from rocketspark.remoting.body.topic import DEFAULT_PERM, DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
 from rocketspark.remoting.codes import ResponseCode
 
@@ -85,12 +85,13 @@ class TopicConfigManager:
         log.info("topic %s created on first send from %s with %d queues", topic, default_topic, queues)
         return self.put(created)
 
-    def create_retry_topic(self, group: str, queue_nums: int) -> TopicConfig:
-        topic = retry_topic(group)
+    def create_internal_topic(self, topic: str, queue_nums: int) -> TopicConfig:
+        """A group's %RETRY% or %DLQ% topic, created readable and writable (perm 6) when missing, so
+        consumers, tools and Spark can read it and clients can send to it."""
         existing = self.table.get(topic)
         if existing is not None:
             return existing
-        log.info("retry topic %s created for group %s", topic, group)
+        log.info("topic %s created with %d queue(s)", topic, queue_nums)
         return self.put(TopicConfig(topic, queue_nums, queue_nums, DEFAULT_PERM))
 
     def put(self, topic_config: TopicConfig) -> TopicConfig:

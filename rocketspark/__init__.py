@@ -2,12 +2,12 @@
 
 The client library::
 
-    from rocketspark import Producer, LitePullConsumer, Message
+    from rocketspark import Producer, LitePullConsumer, Message, PushConsumer
 
     with Producer("my-producer", namesrv_addr="127.0.0.1:9876") as producer:
         producer.send(Message("Orders", b"hello", tags="new"))
 
-`AsyncProducer` and `AsyncLitePullConsumer` are the asyncio versions. Every error derives from
+`AsyncProducer`, `AsyncLitePullConsumer` and `AsyncPushConsumer` are the asyncio versions. Every error derives from
 `RocketMQError`.
 """
 
@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from rocketspark.client.api.send import SendResult, SendStatus
     from rocketspark.client.lite_pull import AsyncLitePullConsumer
     from rocketspark.client.producer import AsyncProducer
-    from rocketspark.client.sync import LitePullConsumer, Producer
+    from rocketspark.client.push.consumer import AsyncPushConsumer
+    from rocketspark.client.push.listeners import ConsumeOrderlyStatus, ConsumeStatus
+    from rocketspark.client.sync import LitePullConsumer, Producer, PushConsumer
     from rocketspark.errors import RocketMQError
     from rocketspark.message.message import Message, MessageExt
     from rocketspark.message.queue import MessageQueue
@@ -33,8 +35,12 @@ _EXPORTS = {
     "SendStatus": "rocketspark.client.api.send",
     "AsyncLitePullConsumer": "rocketspark.client.lite_pull",
     "AsyncProducer": "rocketspark.client.producer",
+    "AsyncPushConsumer": "rocketspark.client.push.consumer",
+    "ConsumeOrderlyStatus": "rocketspark.client.push.listeners",
+    "ConsumeStatus": "rocketspark.client.push.listeners",
     "LitePullConsumer": "rocketspark.client.sync",
     "Producer": "rocketspark.client.sync",
+    "PushConsumer": "rocketspark.client.sync",
     "RocketMQError": "rocketspark.errors",
     "Message": "rocketspark.message.message",
     "MessageExt": "rocketspark.message.message",
@@ -58,13 +64,17 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncLitePullConsumer",
     "AsyncProducer",
+    "AsyncPushConsumer",
     "ConsumeFromWhere",
+    "ConsumeOrderlyStatus",
+    "ConsumeStatus",
     "LitePullConsumer",
     "Message",
     "MessageExt",
     "MessageModel",
     "MessageQueue",
     "Producer",
+    "PushConsumer",
     "RocketMQError",
     "SendResult",
     "SendStatus",

@@ -8,7 +8,7 @@ from typing import Protocol
 
 from broker.client_channel import ClientChannelInfo
 from broker.context import HasConsumers, HasProducers, HasSubscriptionGroups, HasTopics
-from rocketspark.message.validation import validate_group
+from rocketspark.message.validation import retry_topic, validate_group
 from rocketspark.remoting.body.heartbeat import HeartbeatData, MessageModel
 from rocketspark.remoting.codes import RequestCode
 from rocketspark.remoting.command import RemotingCommand
@@ -46,7 +46,7 @@ class ClientManageProcessor:
             if group_config is not None:
                 notify = group_config.notify_consumer_ids_changed_enable
                 if consumer.message_model is MessageModel.CLUSTERING:
-                    broker.topics.create_retry_topic(consumer.group_name, group_config.retry_queue_nums)
+                    broker.topics.create_internal_topic(retry_topic(consumer.group_name), group_config.retry_queue_nums)
             broker.consumers.register(
                 consumer.group_name,
                 channel,

@@ -1,13 +1,29 @@
-"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) in the standard encodings."""
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) in the standard encodings.
+
+A send to a %RETRY% topic (a consumer whose CONSUMER_SEND_MSG_BACK failed) whose reconsume times
+reached the limit goes to the group's dead-letter topic (broker/retry.py); a delayed message waits
+in SCHEDULE_TOPIC_XXXX (broker/schedule.py). Batches may not hold delayed messages, as in Java.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections.abc import Awaitable
 from typing import Protocol
 
-from broker.context import HasAddress, HasConfig, HasStats, HasStore, HasStoreConfig, HasTopics
+from broker.context import (
+    HasAddress,
+    HasConfig,
+    HasDelayLevels,
+    HasStats,
+    HasStore,
+    HasStoreConfig,
+    HasSubscriptionGroups,
+    HasTopics,
+)
+from broker.retry import dead_letter_queue, exhausted, subscription_group
 from broker.store.append_requests import StandardMessage
 from broker.store.results import PutResult, PutStatus
 from rocketspark.errors import ValidationError
@@ -16,9 +32,13 @@ from rocketspark.message import sysflag
 from rocketspark.message.batch import BatchDecodeError, decode_batch_body
 from rocketspark.message.ids import offset_msg_id
 from rocketspark.message.validation import (
+    SCHEDULE_TOPIC,
+    delay_level_of,
+    group_of_retry_topic,
     validate_body,
     validate_encoded_properties,
-    validate_not_delayed,
+    validate_group,
+    validate_no_timer,
     validate_send_topic,
     validate_stored_int,
 )
@@ -32,7 +52,17 @@ from rocketspark.remoting.processor import ProcessorTable
 log = logging.getLogger(__name__)
 
 
-class SendContext(HasConfig, HasStoreConfig, HasAddress, HasTopics, HasStore, HasStats, Protocol):
+class SendContext(
+    HasConfig,
+    HasStoreConfig,
+    HasAddress,
+    HasTopics,
+    HasSubscriptionGroups,
+    HasDelayLevels,
+    HasStore,
+    HasStats,
+    Protocol,
+):
     """What SendMessageProcessor reads of the broker."""
 
 
@@ -52,6 +82,10 @@ def resolve_send_queue(
     validate_stored_int("sysFlag", header.sys_flag, 32)
     validate_stored_int("flag", header.flag, 32)
     validate_stored_int("reconsumeTimes", header.reconsume_times or 0, 32)
+    group = group_of_retry_topic(header.topic)
+    if group is not None:  # Java creates a missing retry topic with one queue
+        validate_group(group)
+        broker.topics.create_internal_topic(header.topic, 1)
     topic_config = broker.topics.create_in_send(header.topic, header.default_topic, header.default_topic_queue_nums)
     if not topic_config.perm & Perm.WRITE:
         raise ValidationError(
@@ -70,16 +104,19 @@ def resolve_send_queue(
     return topic_config, queue_id
 
 
-def check_message(broker: SendContext, body: bytes, encoded: str, properties: dict[str, str], sys_flag: int) -> None:
-    """Everything that could make storing the message fail, checked before it joins a group commit round."""
+def check_message(broker: SendContext, body: bytes, encoded: str, properties: dict[str, str], sys_flag: int) -> int:
+    """Everything that could make storing the message fail, checked before it joins a group commit
+    round; returns the message's delay level."""
     validate_body(body, broker.store_config.max_message_size)
     validate_encoded_properties(encoded)
-    validate_not_delayed(properties)
+    validate_no_timer(properties)
+    level = delay_level_of(properties)
     if sysflag.transaction_type(sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE:
         raise ValidationError(
             f"broker {broker.config.broker_name} does not accept transactional (prepared) messages",
             code=ResponseCode.NO_PERMISSION,
         )
+    return level
 
 
 def send_response(broker: SendContext, request: RemotingCommand, result: PutResult) -> RemotingCommand:
@@ -109,13 +146,36 @@ class SendMessageProcessor:
         and a send waiting for its first step would hold its body in memory unchecked."""
         header = decode_send_header(request)
         _, queue_id = resolve_send_queue(self.broker, header, connection)
-        messages = self._messages(header, request, connection.remote_address)
+        messages, level = self._messages(header, request, connection.remote_address)
+        topic, stored_queue_id, messages = self._destination(header, queue_id, messages, level)
         wait = all(m.wait_store_ok for m in messages)
-        stored = self.broker.store.put_messages(header.topic, queue_id, messages, wait_flush=wait)
-        return self._answer(request, len(messages), stored)
+        stored = self.broker.store.put_messages(topic, stored_queue_id, messages, wait_flush=wait)
+        # a delayed message is answered with the queue it was sent to, as Java does
+        return self._answer(request, len(messages), stored, queue_id if topic == SCHEDULE_TOPIC else None)
 
-    async def _answer(self, request: RemotingCommand, count: int, stored: Awaitable[PutResult]) -> RemotingCommand:
+    def _destination(
+        self, header: SendMessageRequestHeader, queue_id: int, messages: list[StandardMessage], level: int
+    ) -> tuple[str, int, list[StandardMessage]]:
+        """Where the send's messages are stored: the group's dead-letter topic for a retry that reached
+        its limit, SCHEDULE_TOPIC_XXXX for a delayed message, else the queue the send names."""
+        topic = header.topic
+        group = group_of_retry_topic(topic)
+        if group is not None:
+            config = subscription_group(self.broker, group)
+            if exhausted(config, header.reconsume_times or 0, header.max_reconsume_times):
+                topic, queue_id = dead_letter_queue(self.broker, group)
+                return topic, queue_id, [m.with_properties({props.DELAY_TIME_LEVEL: None}) for m in messages]
+        if level > 0:
+            topic, queue_id, parked = self.broker.delay_levels.schedule(topic, queue_id, messages[0], level)
+            return topic, queue_id, [parked]
+        return topic, queue_id, messages
+
+    async def _answer(
+        self, request: RemotingCommand, count: int, stored: Awaitable[PutResult], queue_id: int | None
+    ) -> RemotingCommand:
         result = await stored
+        if queue_id is not None:
+            result = dataclasses.replace(result, queue_id=queue_id)
         stats = self.broker.stats
         stats.standard_send_requests += 1
         stats.standard_send_messages += count
@@ -123,8 +183,10 @@ class SendMessageProcessor:
 
     def _messages(
         self, header: SendMessageRequestHeader, request: RemotingCommand, born_host: str
-    ) -> list[StandardMessage]:
-        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+    ) -> tuple[list[StandardMessage], int]:
+        """The send's messages, checked, and the delay level of a single message (batches have none)."""
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or bool(header.batch)
+        if batch:
             try:
                 entries = decode_batch_body(request.body)
             except BatchDecodeError as exc:
@@ -135,9 +197,15 @@ class SendMessageProcessor:
         else:
             raw = [(header.flag, request.body, header.properties or "")]
         messages = []
+        level = 0
         for flag, body, encoded in raw:
             properties = props.decode_properties(encoded)
-            check_message(self.broker, body, encoded, properties, header.sys_flag)
+            level = check_message(self.broker, body, encoded, properties, header.sys_flag)
+            if level and batch:
+                raise ValidationError(
+                    "a batch may not hold delayed messages (the DELAY property); send them one by one",
+                    code=ResponseCode.MESSAGE_ILLEGAL,
+                )
             messages.append(
                 StandardMessage(
                     body=body,
@@ -153,4 +221,4 @@ class SendMessageProcessor:
                     wait_store_ok=properties.get(props.WAIT_STORE_MSG_OK, "true") != "false",
                 )
             )
-        return messages
+        return messages, level

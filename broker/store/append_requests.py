@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from broker.store.dedup import StoredAt
 from broker.store.results import PutResult, PutStatus
+from rocketspark.message import properties as props
+from rocketspark.message.validation import validate_encoded_properties
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +32,37 @@ class StandardMessage:
     born_host: str = ""
     reconsume_times: int = 0
     wait_store_ok: bool = True
+
+    @classmethod
+    def from_stored(cls, row: Mapping[str, Any], *, reconsume_times: int | None = None) -> StandardMessage:
+        """A stored message (a STORED_SCHEMA row) to store again, unacknowledged by a flush; with
+        `reconsume_times` instead of its own."""
+        return cls(
+            body=row["body"],
+            properties=row["properties"],
+            tags=row["tags"],
+            keys=row["keys"],
+            uniq_key=props.decode_properties(row["properties"]).get(props.UNIQ_KEY),
+            flag=row["flag"],
+            sys_flag=row["sys_flag"],
+            born_timestamp=row["born_timestamp"],
+            born_host=row["born_host"],
+            reconsume_times=row["reconsume_times"] if reconsume_times is None else reconsume_times,
+            wait_store_ok=False,
+        )
+
+    def with_properties(self, changes: Mapping[str, str | None]) -> StandardMessage:
+        """A copy whose properties have `changes` applied (None removes a key); ValidationError
+        (MESSAGE_ILLEGAL) when they no longer fit a record."""
+        properties = props.decode_properties(self.properties)
+        for key, value in changes.items():
+            if value is None:
+                properties.pop(key, None)
+            else:
+                properties[key] = value
+        encoded = props.encode_properties(properties)
+        validate_encoded_properties(encoded)
+        return dataclasses.replace(self, properties=encoded)
 
 
 @dataclass(eq=False)

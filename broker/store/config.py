@@ -14,6 +14,9 @@ class FlushDiskType(enum.Enum):
     SYNC_FLUSH = "SYNC_FLUSH"  # acknowledged after fsync; concurrent senders share one fsync
 
 
+_DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
 def default_store_dir() -> Path:
     return Path.home() / "rocketspark" / "store"
 
@@ -51,6 +54,8 @@ class StoreConfig:
     # seconds is not stored again (0 turns it off); at least this many newest keys are remembered
     duplicate_window_seconds: int = 600
     duplicate_window_max_keys: int = 1_000_000
+    # delays of the levels 1, 2, ... of delayed and retried messages (the DELAY property); units s, m, h, d
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
     def __post_init__(self) -> None:
         require_positive(
@@ -75,6 +80,7 @@ class StoreConfig:
         if self.duplicate_window_seconds < 0:
             raise ValueError(f"duplicateWindowSeconds must be 0 (off) or positive, got {self.duplicate_window_seconds}")
         self.delete_hours()  # validates
+        self.delay_levels_ms()  # validates
 
     def delete_hours(self) -> frozenset[int] | None:
         """Hours of the day at which expired segments are deleted; None means any hour."""
@@ -86,6 +92,21 @@ class StoreConfig:
                 raise ValueError(f"deleteWhen must be hours 00..23 separated by ';' or '*', got {self.delete_when!r}")
             hours.add(int(part))
         return frozenset(hours)
+
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        """The delay of each level in ms: element 0 is level 1."""
+        delays = []
+        for part in self.message_delay_level.split():
+            number, unit = part[:-1], part[-1:]
+            if unit not in _DELAY_UNITS_MS or not number.isdigit() or int(number) == 0:
+                raise ValueError(
+                    f"messageDelayLevel must be positive durations such as 1s 5m 2h 1d, separated by spaces; got "
+                    f"{part!r}"
+                )
+            delays.append(int(number) * _DELAY_UNITS_MS[unit])
+        if not delays:
+            raise ValueError("messageDelayLevel must name at least one delay")
+        return tuple(delays)
 
     @property
     def consume_queue_entries_per_file(self) -> int:

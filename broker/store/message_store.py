@@ -285,6 +285,17 @@ class MessageStore:
             return 0
         return int(queue.entries(offset, 1)["store_ts"][0])
 
+    def stored_by(self, topic: str, queue_id: int, offset: int, timestamp_ms: int, limit: int) -> tuple[int, int]:
+        """From `offset` (or the queue's first offset, when later): that offset, and how many of the
+        next messages (at most `limit`) were stored at or before `timestamp_ms`, in a row."""
+        queue = self.queues.get((topic, queue_id))
+        if queue is None:
+            return offset, 0
+        begin = max(offset, queue.min_offset)
+        stamps = queue.entries(begin, limit)["store_ts"]
+        later = np.flatnonzero(stamps > timestamp_ms)
+        return begin, int(later[0]) if len(later) else len(stamps)
+
     def queue_stats(self, topic: str, queue_id: int) -> QueueStats:
         queue = self.queues.get((topic, queue_id))
         if queue is None:

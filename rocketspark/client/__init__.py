@@ -1,1 +1,1 @@
-"""The RocketMQ client: ClientInstance, Producer, LitePullConsumer, allocation, offset stores."""
+"""The RocketMQ client: ClientInstance, Producer, LitePullConsumer, PushConsumer, allocation, offset stores."""

@@ -45,10 +45,15 @@ log = logging.getLogger(__name__)
 _instance_numbers = itertools.count()
 
 
+def unique_instance_name() -> str:
+    """`pid#nanotime`, unique within a process (Java's `changeInstanceNameToPID` plus the nano time)."""
+    return f"{os.getpid()}#{time.time_ns() + next(_instance_numbers)}"
+
+
 def new_client_id(ip: str, instance_name: str) -> str:
     """`ip@pid#nanotime` (Java's format when the instance name is DEFAULT); unique within a process."""
     if instance_name == "DEFAULT":
-        instance_name = f"{os.getpid()}#{time.time_ns() + next(_instance_numbers)}"
+        instance_name = unique_instance_name()
     return f"{ip}@{instance_name}"
 
 

@@ -190,13 +190,15 @@ class AsyncProducer:
             batch=batch or None,
         )
 
-    def _prepare(self, message: Message) -> tuple[SendMessageRequestHeader, bytes, str]:
+    def _prepare(self, message: Message, uniq_key: str | None = None) -> tuple[SendMessageRequestHeader, bytes, str]:
         validate_send_topic(message.topic)
         validate_body(message.body, self.max_message_size)
         reserved = props.SYSTEM_KEYS & message.properties.keys()
         if reserved:
             raise ValidationError(f"user properties may not use the system keys {sorted(reserved)}")
-        uniq_key = self._ids.next()
+        if message.delay_level < 0:
+            raise ValidationError(f"the delay level must be 0 (none) or positive, got {message.delay_level}")
+        uniq_key = uniq_key or self._ids.next()
         properties = message.all_properties()
         properties[props.UNIQ_KEY] = uniq_key
         properties[props.WAIT_STORE_MSG_OK] = "true"
@@ -213,9 +215,11 @@ class AsyncProducer:
         queue: MessageQueue | None = None,
         sharding_key: str | None = None,
         timeout_ms: int | None = None,
+        uniq_key: str | None = None,
     ) -> SendResult:
-        """Send one message and wait for the broker's acknowledgement."""
-        header, body, uniq_key = self._prepare(message)
+        """Send one message and wait for the broker's acknowledgement; `uniq_key`: its id (UNIQ_KEY)
+        when the caller chose one, else a new one."""
+        header, body, uniq_key = self._prepare(message, uniq_key)
 
         async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult:
             header.queue_id = target.queue_id
@@ -288,8 +292,8 @@ class AsyncProducer:
         for message in messages:
             if message.topic != topic:
                 raise ValidationError(f"a batch holds one topic; got {topic} and {message.topic}")
-            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or props.DELAY_TIME_LEVEL in message.properties:
-                raise ValidationError("batches may not hold retry-topic or delayed messages")
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or message.delay_level:
+                raise ValidationError("batches may not hold retry-topic or delayed messages; send them one by one")
             header, _, uniq_key = self._prepare(
                 Message(topic, message.body, message.tags, message.keys, message.flag, message.properties)
             )
@@ -325,10 +329,17 @@ class AsyncProducer:
 
     # -- Arrow ---------------------------------------------------------------------------------
 
-    async def send_arrow(self, data: Any, topic: str, *, queue: MessageQueue | None = None) -> list[SendResult]:
+    async def send_arrow(
+        self, data: Any, topic: str, *, queue: MessageQueue | None = None, delay_level: int = 0
+    ) -> list[SendResult]:
         """Send a pyarrow Table/RecordBatch or pandas DataFrame (a `body` column, optional `tags`,
-        `keys`, `uniq_key`, `properties`) with the Arrow send; brokers without it get standard batches."""
+        `keys`, `uniq_key`, `properties`) with the Arrow send; brokers without it get standard batches.
+
+        With a `delay_level`, the rows go one by one as delayed messages (brokers take no delayed
+        message in a batch)."""
         validate_send_topic(topic)
+        if delay_level < 0:
+            raise ValidationError(f"the delay level must be 0 (none) or positive, got {delay_level}")
         batch = producer_batch(data)
         if batch.num_rows == 0:
             return []
@@ -341,11 +352,27 @@ class AsyncProducer:
         generated = self._ids.next_many(batch.num_rows)
         uniq = pc.coalesce(batch.column("uniq_key"), generated)
         batch = batch.set_column(batch.schema.get_field_index("uniq_key"), "uniq_key", uniq)
+        if delay_level:
+            return await self._send_delayed_rows(topic, batch, queue, delay_level)
         sizes = lengths.to_numpy(zero_copy_only=False)
         results = []
         for start, end in _chunks(sizes, ARROW_REQUEST_BYTES):
             results.extend(await self._send_arrow_chunk(topic, batch.slice(start, end - start), queue))
         return results
+
+    async def _send_delayed_rows(
+        self, topic: str, batch: pa.RecordBatch, queue: MessageQueue | None, delay_level: int
+    ) -> list[SendResult]:
+        columns = batch.to_pydict()
+        rows = zip(*(columns[name] for name in ("body", "tags", "keys", "uniq_key", "properties")), strict=True)
+        return [
+            await self.send(
+                Message(topic, body, tags, keys, properties=dict(properties or ()), delay_level=delay_level),
+                queue=queue,
+                uniq_key=uniq_key,
+            )
+            for body, tags, keys, uniq_key, properties in rows
+        ]
 
     async def _send_arrow_chunk(
         self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue | None

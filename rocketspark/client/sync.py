@@ -1,4 +1,4 @@
-"""Blocking `Producer` and `LitePullConsumer` for code without an event loop (scripts, notebooks,
+"""Blocking `Producer`, `LitePullConsumer` and `PushConsumer` for code without an event loop (scripts, notebooks,
 Spark tasks). They run their asynchronous twins on one event-loop thread shared by the process,
 so any number of threads may call them and one process keeps one set of connections."""
 
@@ -14,6 +14,9 @@ from typing import Any, Self, TypeVar
 from rocketspark.client.api.send import SendResult
 from rocketspark.client.lite_pull import AsyncLitePullConsumer, Polled
 from rocketspark.client.producer import AsyncProducer
+from rocketspark.client.push.consumer import DROP_WAIT_S, POOL_SHUTDOWN_WAIT_S, AsyncPushConsumer
+from rocketspark.client.push.listeners import ConcurrentListener, OrderlyListener
+from rocketspark.client.push.process_queue import Backlog
 from rocketspark.message.message import Message
 from rocketspark.message.queue import MessageQueue
 from rocketspark.remoting.sync import EventLoopThread
@@ -97,8 +100,10 @@ class Producer(_Blocking):
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None) -> list[SendResult]:
         return self._run(self.async_producer.send_batch(messages, queue=queue), None)
 
-    def send_arrow(self, data: Any, topic: str, *, queue: MessageQueue | None = None) -> list[SendResult]:
-        return self._run(self.async_producer.send_arrow(data, topic, queue=queue), None)
+    def send_arrow(
+        self, data: Any, topic: str, *, queue: MessageQueue | None = None, delay_level: int = 0
+    ) -> list[SendResult]:
+        return self._run(self.async_producer.send_arrow(data, topic, queue=queue, delay_level=delay_level), None)
 
     def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(self.async_producer.fetch_publish_queues(topic), self._timeout_s)
@@ -152,3 +157,35 @@ class LitePullConsumer(_Blocking):
 
     def fetch_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(self.async_consumer.fetch_queues(topic), self._timeout_s)
+
+
+class PushConsumer(_Blocking):
+    """Blocking push consumer; see :class:`~rocketspark.client.push.consumer.AsyncPushConsumer`.
+
+    The listener runs on the consumer's own threads; `start()` returns at once and messages arrive
+    until `shutdown()`.
+    """
+
+    def __init__(self, group: str, **options: Any) -> None:
+        super().__init__()
+        self.async_consumer = AsyncPushConsumer(group, **options)
+        self._timeout_s = self.async_consumer.client_config.request_timeout_ms / 1000 + GRACE_S
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume `topic`; a bad topic or expression raises here (ValidationError)."""
+        self._run(_call(self.async_consumer.subscribe, topic, expression), self._timeout_s)
+
+    def register_listener(self, listener: ConcurrentListener | OrderlyListener, *, orderly: bool = False) -> None:
+        self.async_consumer.register_listener(listener, orderly=orderly)
+
+    def start(self) -> None:
+        self._run(self.async_consumer.start(), self._timeout_s)
+
+    def shutdown(self) -> None:
+        self._run(self.async_consumer.shutdown(), self._timeout_s * 2 + DROP_WAIT_S + POOL_SHUTDOWN_WAIT_S)
+
+    def assignment(self) -> set[MessageQueue]:
+        return self._run(_call(self.async_consumer.assignment), self._timeout_s)
+
+    def backlog(self) -> dict[MessageQueue, Backlog]:
+        return self._run(_call(self.async_consumer.backlog), self._timeout_s)

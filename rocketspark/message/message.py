@@ -16,7 +16,9 @@ def join_keys(keys: str | list[str] | tuple[str, ...] | None) -> str | None:
 
 @dataclass(slots=True)
 class Message:
-    """A message to send. `properties` holds user properties; tags and keys have fields of their own."""
+    """A message to send. `properties` holds user properties; tags, keys and the delay level have
+    fields of their own. `delay_level` n > 0 delivers the message after the broker's n-th delay
+    (messageDelayLevel; Apache's defaults are 1s 5s 10s 30s 1m 2m ... 2h)."""
 
     topic: str
     body: bytes
@@ -24,14 +26,17 @@ class Message:
     keys: str | None = None  # several keys are separated by spaces, as in Java
     flag: int = 0
     properties: dict[str, str] = field(default_factory=dict)
+    delay_level: int = 0
 
     def all_properties(self) -> dict[str, str]:
-        """User properties plus TAGS and KEYS, as they travel on the wire."""
+        """User properties plus TAGS, KEYS and DELAY, as they travel on the wire."""
         result = dict(self.properties)
         if self.tags:
             result[props.TAGS] = self.tags
         if self.keys:
             result[props.KEYS] = self.keys
+        if self.delay_level > 0:
+            result[props.DELAY_TIME_LEVEL] = str(self.delay_level)
         return result
 
 

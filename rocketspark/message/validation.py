@@ -158,21 +158,41 @@ def validate_stored_int(name: str, value: int, bits: int) -> None:
         )
 
 
-def validate_not_delayed(properties: Mapping[str, str]) -> None:
-    """This broker has no schedule topic: a delay level or delivery time would be silently ignored."""
-    delay = properties.get(props.DELAY_TIME_LEVEL, "0") or "0"
-    if not delay.strip().lstrip("-").isdigit():
+def delay_level_of(properties: Mapping[str, str]) -> int:
+    """The message's delay level (the DELAY property; 0: not delayed, and so are negative levels, as in Java)."""
+    text = (properties.get(props.DELAY_TIME_LEVEL) or "0").strip()
+    if not text.lstrip("-").isdigit():
         raise ValidationError(
-            f"the DELAY property must be a delay level (an integer), got {delay[:40]!r}",
+            f"the DELAY property must be a delay level (an integer), got {text[:40]!r}",
             code=ResponseCode.MESSAGE_ILLEGAL,
         )
-    if int(delay) > 0 or props.TIMER_DELIVER_MS in properties or props.TIMER_DELAY_SEC in properties:
+    return max(0, int(text))
+
+
+def validate_no_timer(properties: Mapping[str, str]) -> None:
+    """RocketMQ 5's timer messages (delivery at a time, not a delay level) would be silently ignored."""
+    if props.TIMER_DELIVER_MS in properties or props.TIMER_DELAY_SEC in properties:
         raise ValidationError(
-            "delayed messages are not supported by this broker yet (the DELAY, TIMER_DELIVER_MS or "
-            "TIMER_DELAY_SEC property); send without a delay",
+            "timer messages (the TIMER_DELIVER_MS or TIMER_DELAY_SEC property) are not supported by this broker; "
+            "use a delay level (the DELAY property) instead",
             code=ResponseCode.MESSAGE_ILLEGAL,
         )
+
+
+#: a retry's delay level when none was asked for: this plus the times the message was consumed before
+FIRST_RETRY_DELAY_LEVEL = 3
+#: a consumer group's retries before a message goes to its dead-letter topic (Java's default)
+DEFAULT_MAX_RECONSUME_TIMES = 16
 
 
 def retry_topic(group: str) -> str:
     return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def group_of_retry_topic(topic: str) -> str | None:
+    """The consumer group a %RETRY% topic belongs to; None for other topics."""
+    return topic[len(RETRY_GROUP_TOPIC_PREFIX) :] if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else None

@@ -41,6 +41,7 @@ KNOWN_SINK_OPTIONS = frozenset(
         "idempotentwrites",
         "txnappid",
         "txnversion",
+        "delaylevel",
         "checkpointlocation",  # Spark's, for streaming writes; deterministic ids read its offset log
         "path",  # what save(path) / start(path) passes: not used
     }
@@ -56,6 +57,7 @@ ACCEPTED_COLUMNS: dict[str, tuple[str, ...]] = {
     "properties": ("map<string,string>",),
     "queueId": ("int", "smallint", "bigint"),
     "shardingKey": (_STRING,),
+    "delayLevel": ("int", "smallint", "bigint"),
 }
 
 
@@ -72,6 +74,8 @@ class SinkOptions:
     txn_app_id: str | None = None
     txn_version: int | None = None
     checkpoint_location: str | None = None
+    #: the delay level of rows whose `delayLevel` column is null or missing (0: not delayed)
+    delay_level: int = 0
 
     def idempotent(self, streaming: bool) -> bool:
         """Whether this write sends deterministic ids: by default streaming writes do, and batch
@@ -123,6 +127,7 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         txn_app_id=app_id.strip() if app_id is not None else None,
         txn_version=version,
         checkpoint_location=lowered.get("checkpointlocation"),
+        delay_level=int_option(lowered, "delayLevel", minimum=0) or 0,
     )
 
 

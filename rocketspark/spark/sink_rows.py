@@ -5,7 +5,8 @@ All of it is Arrow compute over a whole batch: no Python work per row. A row goe
 `mqs.get(id)`), else to the queue its `shardingKey` hashes to (as the client's sharding-key
 selector, so one key keeps one queue), else, when the write sends deterministic ids
 (:mod:`rocketspark.spark.sink_ids`), to the queue its id hashes to (so a replay sends it to the same
-queue), else round robin.
+queue), else round robin. Rows with a delay level (the `delayLevel` column, else the option) go in
+producer batches of their own, which the producer sends one message at a time.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Outgoing:
     topic: str
     queue: MessageQueue | None
     batch: pa.RecordBatch  # PRODUCER_SCHEMA
+    delay_level: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +124,25 @@ def _targets(batch: pa.RecordBatch, queue_counts: np.ndarray, place: RowPlace) -
     return targets
 
 
-def _chunks(topic: str, queue: MessageQueue | None, rows: pa.RecordBatch, size: int) -> list[Outgoing]:
-    return [Outgoing(topic, queue, rows.slice(start, size)) for start in range(0, rows.num_rows, size)]
+def _delay_levels(batch: pa.RecordBatch, default: int, place: RowPlace) -> np.ndarray:
+    """Each row's delay level: its `delayLevel`, or `default` where that is null or missing."""
+    levels = np.full(batch.num_rows, default, dtype=np.int64)
+    if "delayLevel" in batch.schema.names:
+        column = batch.column("delayLevel")
+        given = pc.is_valid(column).to_numpy(zero_copy_only=False)
+        values = pc.fill_null(column, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        negative = given & (values < 0)
+        if negative.any():
+            index = int(np.flatnonzero(negative)[0])
+            raise ValidationError(f"{place.describe(index)} has delayLevel {values[index]}; 0 (none) or more")
+        levels[given] = values[given]
+    return levels
+
+
+def _chunks(
+    topic: str, queue: MessageQueue | None, rows: pa.RecordBatch, size: int, delay_level: int
+) -> list[Outgoing]:
+    return [Outgoing(topic, queue, rows.slice(start, size), delay_level) for start in range(0, rows.num_rows, size)]
 
 
 def split_batch(
@@ -159,11 +178,13 @@ def split_batch(
     if id_hashes is not None:
         by_id = targets < 0
         targets[by_id] = (id_hashes[by_id] % counts[by_id].astype(np.uint64)).astype(np.int64)
+    levels = _delay_levels(batch, options.delay_level, place)
     outgoing: list[Outgoing] = []
     for topic, indices in row_topics.items():
-        for target in np.unique(targets[indices]).tolist():
-            mine = indices[targets[indices] == target]
+        destinations = np.stack([targets[indices], levels[indices]], axis=1)
+        for target, level in np.unique(destinations, axis=0).tolist():
+            mine = indices[(destinations[:, 0] == target) & (destinations[:, 1] == level)]
             chosen = rows if len(mine) == batch.num_rows else rows.take(pa.array(mine))
             queue = queues[topic][target] if target >= 0 else None  # -1: round robin
-            outgoing += _chunks(topic, queue, chosen, options.batch_size)
+            outgoing += _chunks(topic, queue, chosen, options.batch_size, level)
     return outgoing

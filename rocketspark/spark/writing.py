@@ -125,7 +125,9 @@ class SendPipeline:
         if previous is not None:
             await previous  # raises its failure: the task fails either way
         async with slots:
-            return await self.producer.send_arrow(item.batch, item.topic, queue=item.queue)
+            return await self.producer.send_arrow(
+                item.batch, item.topic, queue=item.queue, delay_level=item.delay_level
+            )
 
 
 def write_partition(

@@ -171,8 +171,10 @@ async def test_bad_input_gets_specific_answers(cluster, client) -> None:
         await send(client, broker.address, "Bad", b"x" * (4 * 1024 * 1024 + 1))
     with pytest.raises(MessageIllegalError, match="at most 32,767"):
         await send(client, broker.address, "Bad", b"x", big="p" * 40_000)
-    with pytest.raises(MessageIllegalError, match="delayed"):
-        await send(client, broker.address, "Bad", b"later", DELAY="3")
+    with pytest.raises(MessageIllegalError, match="delay level"):
+        await send(client, broker.address, "Bad", b"later", DELAY="soon")
+    with pytest.raises(MessageIllegalError, match="timer messages"):
+        await send(client, broker.address, "Bad", b"later", TIMER_DELAY_SEC="3")
     header = send_header("Bad", props=properties(), sys_flag=TRANSACTION_PREPARED_TYPE)
     with pytest.raises(NoPermissionError, match="transactional"):
         await send_message(client, broker.address, BROKER_NAME, header, b"tx", msg_id="")

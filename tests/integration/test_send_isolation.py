@@ -104,10 +104,10 @@ async def test_arrow_rows_with_illegal_properties_are_refused(
     assert reason in (answer.remark or "")
 
 
-async def test_standard_send_with_delay_or_huge_properties_fails_alone(connections: list[RawConnection]) -> None:
+async def test_standard_send_with_bad_delay_or_huge_properties_fails_alone(connections: list[RawConnection]) -> None:
     topic = "IsolationStandard"
     delayed = RemotingCommand.request(
-        RequestCode.SEND_MESSAGE_V2, send_header(topic, props=encode_properties({"DELAY": "3"})), b"later"
+        RequestCode.SEND_MESSAGE_V2, send_header(topic, props=encode_properties({"DELAY": "soon"})), b"later"
     )
     answer = await sends_beside(connections, topic, delayed)
     assert answer.code == ResponseCode.MESSAGE_ILLEGAL and "DELAY" in (answer.remark or "")

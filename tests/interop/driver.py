@@ -182,6 +182,7 @@ class RealClient:
         settle_s: float = 1.0,
         max_wait_s: float = 20.0,
         properties: Sequence[str] = (),
+        fail_times: int = 0,
     ) -> ClientRun:
         """Start a push consumer that stops `settle_s` after receiving `expect` messages (see
         `real_client.consume`); :meth:`consumed` waits for it."""
@@ -195,6 +196,7 @@ class RealClient:
             "settle_s": settle_s,
             "max_wait_s": max_wait_s,
             "properties": list(properties),
+            "fail_times": fail_times,
         }
         return self._start("consume", args, max_wait_s + settle_s + CLIENT_OVERHEAD_S)
 

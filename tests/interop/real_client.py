@@ -103,7 +103,7 @@ def consume(args: JsonDict) -> JsonDict:
 
     `args`: `namesrv`, `group`, `topic`, `expression` ("*" or "TagA || TagB"), `orderly` (bool),
     `broadcasting` (bool), `expect`, `settle_s`, `max_wait_s`, `properties` (user property names to
-    read back).
+    read back), `fail_times` (the callback raises on a message consumed fewer times before than this).
 
     Result: `{"messages": [...], "expected_reached": bool}`; messages in the order the callback saw
     them, each with `topic`, `tags`, `keys`, `body`, `id`, `queue_id`, `queue_offset`,
@@ -135,6 +135,8 @@ def consume(args: JsonDict) -> JsonDict:
             received.append(record)
             if len(received) >= args["expect"]:
                 reached.set()
+        if message.reconsume_times < args.get("fail_times", 0):
+            raise RuntimeError("failing on purpose: the client answers RECONSUME_LATER")
 
     consumer.subscribe(args["topic"], on_message, args.get("expression", "*"))
     consumer.start()

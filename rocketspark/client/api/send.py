@@ -1,4 +1,5 @@
-"""Broker RPCs that store messages: standard sends (10/310/320) and the Arrow send."""
+"""Broker RPCs that store messages: standard sends (10/310/320), the Arrow send, and a consumer's
+send-back of a failed message (36)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from rocketspark.remoting.command import RemotingCommand, next_opaque
 from rocketspark.remoting.extension import ExtensionCode
 from rocketspark.remoting.headers.send import (
     ArrowSendResponseHeader,
+    ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     encode_send_header,
@@ -134,3 +136,15 @@ async def send_arrow(
         answer.queue_offset,
         answer.count,
     )
+
+
+async def send_back(
+    client: RemotingClient,
+    broker_addr: str,
+    header: ConsumerSendMsgBackRequestHeader,
+    timeout_s: float | None = None,
+) -> None:
+    """CONSUMER_SEND_MSG_BACK: the broker stores the failed message again for the group's retry
+    topic (or its dead-letter topic); raises the ResponseError of a refusal."""
+    request = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header)
+    await call(client, broker_addr, request, timeout_s)

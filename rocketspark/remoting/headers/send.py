@@ -81,3 +81,16 @@ class ArrowSendResponseHeader(CommandHeader):
     queue_offset: int
     count: int
     commit_log_offset: int
+
+
+@dataclass(slots=True)
+class ConsumerSendMsgBackRequestHeader(CommandHeader):
+    """CONSUMER_SEND_MSG_BACK (36): store the message at commit log `offset` again for `group` to retry."""
+
+    offset: int  # commit log offset of the failed message, as its record says
+    group: str
+    delay_level: int  # 0: the broker picks 3 + reconsume times; negative: straight to the dead-letter topic
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None

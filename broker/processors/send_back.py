@@ -1,0 +1,70 @@
+"""CONSUMER_SEND_MSG_BACK (36): a consumer failed a message; store it again for the group to retry.
+
+As Apache RocketMQ's SendMessageProcessor.consumerSendMsgBack: the message at the request's commit
+log offset is stored again in a random queue of %RETRY%<group>, delayed by the requested level or,
+for level 0, by level 3 + the times it was consumed, with RETRY_TOPIC (its first topic),
+ORIGIN_MESSAGE_ID (its first offset msgId) and its reconsume times raised by one (also in
+RECONSUME_TIME). Once its reconsume times reach the limit (the request's maxReconsumeTimes, else the
+group's retryMaxTimes), or when the requested level is negative, it goes to %DLQ%<group> instead.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from broker.context import HasAddress, HasDelayLevels, HasStore
+from broker.retry import RetryContext, dead_letter_queue, exhausted, retry_queue, subscription_group
+from broker.store.append_requests import StandardMessage
+from rocketspark.message import properties as props
+from rocketspark.message.ids import offset_msg_id
+from rocketspark.message.validation import FIRST_RETRY_DELAY_LEVEL, validate_group
+from rocketspark.remoting.codes import RequestCode, ResponseCode
+from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.connection import Connection
+from rocketspark.remoting.headers.send import ConsumerSendMsgBackRequestHeader
+from rocketspark.remoting.processor import ProcessorTable
+
+
+class SendBackContext(RetryContext, HasStore, HasAddress, HasDelayLevels, Protocol):
+    """What SendBackProcessor reads of the broker."""
+
+
+class SendBackProcessor:
+    def __init__(self, broker: SendBackContext) -> None:
+        self.broker = broker
+
+    def register(self, table: ProcessorTable) -> None:
+        table.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_back)
+
+    async def send_back(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = request.decode_header(ConsumerSendMsgBackRequestHeader)
+        validate_group(header.group)
+        broker = self.broker
+        config = subscription_group(broker, header.group)
+        if config.retry_queue_nums <= 0:  # the group wants no retries: the message is dropped, as in Java
+            return request.response()
+        found = await broker.store.message_at(header.offset)
+        if found is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
+        row = found.to_pylist()[0]
+        properties = props.decode_properties(row["properties"])
+        reconsume_times = row["reconsume_times"]
+        changes: dict[str, str | None] = {
+            props.RETRY_TOPIC: properties.get(props.RETRY_TOPIC) or row["topic"],
+            props.ORIGIN_MESSAGE_ID: properties.get(props.ORIGIN_MESSAGE_ID)
+            or offset_msg_id(broker.address, header.offset),
+            props.RECONSUME_TIME: str(reconsume_times + 1),
+            props.WAIT_STORE_MSG_OK: "false",
+        }
+        message = StandardMessage.from_stored(row, reconsume_times=reconsume_times + 1)
+        if header.delay_level < 0 or exhausted(config, reconsume_times, header.max_reconsume_times):
+            topic, queue_id = dead_letter_queue(broker, header.group)
+            message = message.with_properties({**changes, props.DELAY_TIME_LEVEL: None})
+        else:
+            topic, queue_id = retry_queue(broker, header.group, config)
+            level = header.delay_level or FIRST_RETRY_DELAY_LEVEL + reconsume_times
+            topic, queue_id, message = broker.delay_levels.schedule(
+                topic, queue_id, message.with_properties(changes), level
+            )
+        await broker.store.put_messages(topic, queue_id, [message], wait_flush=False)
+        return request.response()
