@@ -8,6 +8,7 @@ interval. :func:`wait_until` never loses a cancellation and never cancels what i
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from typing import Any
 
 
@@ -28,3 +29,15 @@ async def wait_until(future: asyncio.Future[Any], timeout_s: float) -> bool:
     finally:
         timer.cancel()
     return future.done()
+
+
+async def finish_or_cancel(tasks: Collection[asyncio.Task[Any]], timeout_s: float) -> int:
+    """Let `tasks` finish for at most `timeout_s` seconds, cancel those still running, and wait for
+    them to end; returns how many had to be cancelled."""
+    if not tasks:
+        return 0
+    _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return len(pending)

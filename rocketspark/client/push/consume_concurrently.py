@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import logging
 
+from rocketspark.aio import finish_or_cancel
 from rocketspark.client.offset_store import OffsetStore
 from rocketspark.client.push.listeners import ConcurrentListener, ConsumeStatus, invoke
 from rocketspark.client.push.options import PushOptions
@@ -102,16 +103,12 @@ class ConcurrentConsumeService:
             tasks.update(self._tasks.pop(pq, ()))
         for task in tasks & self._pausing:
             task.cancel()
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=timeout_s)
-            if pending:
-                log.warning(
-                    "group %s: %d batch(es) of dropped queues still in the listener after %.0f s; "
-                    "their messages will be consumed again",
-                    self.group,
-                    len(pending),
-                    timeout_s,
-                )
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        cancelled = await finish_or_cancel(tasks, timeout_s)
+        if cancelled:
+            log.warning(
+                "group %s: %d batch(es) of dropped queues still in the listener after %.0f s; "
+                "their messages will be consumed again",
+                self.group,
+                cancelled,
+                timeout_s,
+            )

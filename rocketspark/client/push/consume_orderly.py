@@ -16,6 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from rocketspark.aio import finish_or_cancel
 from rocketspark.client.offset_store import OffsetStore
 from rocketspark.client.push.listeners import ConsumeOrderlyStatus, OrderlyListener, invoke
 from rocketspark.client.push.options import PushOptions
@@ -111,16 +112,13 @@ class OrderlyConsumeService:
                 busy.append(worker.task)
             else:
                 worker.task.cancel()
-        if busy:
-            _, pending = await asyncio.wait(busy, timeout=timeout_s)
-            if pending:
-                log.warning(
-                    "group %s: %d orderly batch(es) of dropped queues still in the listener after %.0f s; "
-                    "their messages will be consumed again",
-                    self.group,
-                    len(pending),
-                    timeout_s,
-                )
-            for task in pending:
-                task.cancel()
+        cancelled = await finish_or_cancel(busy, timeout_s)
+        if cancelled:
+            log.warning(
+                "group %s: %d orderly batch(es) of dropped queues still in the listener after %.0f s; "
+                "their messages will be consumed again",
+                self.group,
+                cancelled,
+                timeout_s,
+            )
         await asyncio.gather(*(w.task for w in workers if w.task is not None), return_exceptions=True)
