@@ -30,6 +30,8 @@ from rocketspark.message.schema import STORED_SCHEMA
 ArrivalListener = Callable[[str, int, int, np.ndarray], None]
 
 _INDEX_BATCH_ROWS = 50_000
+#: what the index needs of a message of a standard send: topic, keys, msg id, commit log offset, store time
+_SentRow = tuple[str, str | None, str, int, int]
 _INDEXED_SCHEMA = pa.schema([STORED_SCHEMA.field(name) for name in INDEXED_COLUMNS])
 
 
@@ -45,9 +47,8 @@ class Dispatcher:
         self._listeners: list[ArrivalListener] = []
         # batches whose index entries are not built yet: building them together saves the
         # fixed cost of the Arrow kernels per batch (the index serves lookups, not pulls)
-        self._unindexed: list[tuple[int, StoredBatch]] = []
-        # standard sends' rows not indexed yet: (segment start, topic, keys, msg id, offset, store time)
-        self._unindexed_sends: list[tuple[int, str, str | None, str, int, int]] = []
+        # in commit log order; consecutive standard sends of a segment share one list of their rows
+        self._unindexed: list[tuple[int, StoredBatch | list[_SentRow]]] = []
         self._unindexed_rows = 0
 
     def load_queues(self) -> None:
@@ -84,14 +85,14 @@ class Dispatcher:
         placement = written.placement
         assert placement is not None
         segment_start, store_ts = placement.segment.start, written.store_timestamp
+        rows = self._sent_rows(segment_start)
         for request in written.requests:
             if not request.count:
                 continue
             assert request.messages is not None
             offset = request.first_commit_log_offset
-            self._unindexed_sends.extend(
+            rows.extend(
                 (
-                    segment_start,
                     request.topic,
                     m.keys,
                     m.uniq_key or offset_msg_id(self._store_host, offset + i),
@@ -147,15 +148,25 @@ class Dispatcher:
         if self._unindexed_rows >= _INDEX_BATCH_ROWS:
             self.build_index()
 
+    def _sent_rows(self, segment_start: int) -> list[_SentRow]:
+        """The list the index rows of a round of standard sends in `segment_start` join."""
+        if self._unindexed:
+            last_segment, last = self._unindexed[-1]
+            if last_segment == segment_start and isinstance(last, list):
+                return last
+        rows: list[_SentRow] = []
+        self._unindexed.append((segment_start, rows))
+        return rows
+
     def build_index(self) -> None:
         """Index the dispatched batches not indexed yet, one Arrow pass per segment."""
         pending, self._unindexed, self._unindexed_rows = self._unindexed, [], 0
-        sends, self._unindexed_sends = self._unindexed_sends, []
         by_segment: dict[int, list[StoredBatch]] = {}
-        for segment_start, batch in pending:
+        for segment_start, item in pending:
+            if isinstance(item, list) and not item:  # rounds of duplicates only
+                continue
+            batch = _index_columns(item) if isinstance(item, list) else item
             by_segment.setdefault(segment_start, []).append(batch)
-        for segment_start, rows in _by_segment(sends).items():
-            by_segment.setdefault(segment_start, []).append(_index_columns(rows))
         for segment_start, stored in by_segment.items():
             batches = [batch.select(INDEXED_COLUMNS) for batch in as_batches(stored)]
             combined = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
@@ -165,16 +176,7 @@ class Dispatcher:
         self._listeners.append(listener)
 
 
-def _by_segment(
-    rows: list[tuple[int, str, str | None, str, int, int]],
-) -> dict[int, list[tuple[str, str | None, str, int, int]]]:
-    grouped: dict[int, list[tuple[str, str | None, str, int, int]]] = {}
-    for segment_start, *columns in rows:
-        grouped.setdefault(segment_start, []).append(tuple(columns))  # type: ignore[arg-type]
-    return grouped
-
-
-def _index_columns(rows: list[tuple[str, str | None, str, int, int]]) -> pa.RecordBatch:
+def _index_columns(rows: list[_SentRow]) -> pa.RecordBatch:
     """The INDEXED_COLUMNS of standard sends' rows, in commit log order."""
     columns = zip(*rows, strict=True)
     return pa.RecordBatch.from_pydict(dict(zip(INDEXED_COLUMNS, columns, strict=True)), schema=_INDEXED_SCHEMA)
