@@ -8,7 +8,8 @@ The client library::
         producer.send(Message("Orders", b"hello", tags="new"))
 
 `AsyncProducer`, `AsyncLitePullConsumer` and `AsyncPushConsumer` are the asyncio versions. Every error derives from
-`RocketMQError`.
+`RocketMQError`. Against brokers with ACL on, pass `credentials=SessionCredentials(access_key, secret_key)` to any of
+them: every request is then signed.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ if TYPE_CHECKING:
     from rocketspark.client.push.consumer import AsyncPushConsumer
     from rocketspark.client.push.listeners import ConsumeOrderlyStatus, ConsumeStatus
     from rocketspark.client.sync import LitePullConsumer, Producer, PushConsumer
-    from rocketspark.errors import RocketMQError
+    from rocketspark.errors import AccessDeniedError, RocketMQError
     from rocketspark.message.message import Message, MessageExt
     from rocketspark.message.queue import MessageQueue
     from rocketspark.remoting.body.heartbeat import ConsumeFromWhere, MessageModel
+    from rocketspark.remoting.signing import SessionCredentials
 
 #: where each public name lives; imported on first use, so `import rocketspark.cli` (and every Spark
 #: Python worker that looks data sources up) does not load the client, pyarrow and numpy up front
@@ -41,12 +43,14 @@ _EXPORTS = {
     "LitePullConsumer": "rocketspark.client.sync",
     "Producer": "rocketspark.client.sync",
     "PushConsumer": "rocketspark.client.sync",
+    "AccessDeniedError": "rocketspark.errors",
     "RocketMQError": "rocketspark.errors",
     "Message": "rocketspark.message.message",
     "MessageExt": "rocketspark.message.message",
     "MessageQueue": "rocketspark.message.queue",
     "ConsumeFromWhere": "rocketspark.remoting.body.heartbeat",
     "MessageModel": "rocketspark.remoting.body.heartbeat",
+    "SessionCredentials": "rocketspark.remoting.signing",
 }
 
 
@@ -62,6 +66,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessDeniedError",
     "AsyncLitePullConsumer",
     "AsyncProducer",
     "AsyncPushConsumer",
@@ -78,5 +83,6 @@ __all__ = [
     "RocketMQError",
     "SendResult",
     "SendStatus",
+    "SessionCredentials",
     "__version__",
 ]

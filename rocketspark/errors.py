@@ -55,7 +55,11 @@ class ResponseError(RocketMQError):
     def for_code(code: int, remark: str | None, context: str) -> ResponseError:
         """The most specific error class for `code`, with a message naming `context`."""
         cls = ResponseError._by_code.get(code, ResponseError)
-        detail = f": {remark.strip()}" if remark and remark.strip() else ""
+        reason = remark
+        acl_refusal = acl_exception_text(remark) if code == ResponseCode.SYSTEM_ERROR else None
+        if acl_refusal is not None:  # Apache 4.x answers a refusal of its ACL check so
+            cls, reason = AccessDeniedError, acl_refusal
+        detail = f": {reason.strip()}" if reason and reason.strip() else ""
         message = f"{context} failed with {code_name(code, ResponseCode)}{detail}"
         return cls(message, code=code, remark=remark)
 
@@ -88,7 +92,32 @@ class ServiceNotAvailableError(ResponseError):
 
 
 class NoPermissionError(ResponseError):
+    """The server refused the request for lack of a permission; its remark says which."""
+
     response_code = ResponseCode.NO_PERMISSION
+
+
+class AccessDeniedError(NoPermissionError):
+    """A broker refused the request (NO_PERMISSION, or Apache 4.x's SYSTEM_ERROR carrying an
+    `AclException`): no or wrong credentials, or an account without the permission. The message
+    carries the broker's reason, which names the permission and the resource refused. Retrying with
+    the same credentials cannot help."""
+
+    response_code = ResponseCode.NO_PERMISSION
+
+
+#: how Apache 4.x's remark of a refused ACL check starts its exception's text
+_ACL_EXCEPTION = "AclException: "
+
+
+def acl_exception_text(remark: str | None) -> str | None:
+    """The reason of an `AclException` in an Apache 4.x broker's remark (`<class>: <reason>, <the
+    first stack frame>`), None when the remark is no such refusal."""
+    if not remark or _ACL_EXCEPTION not in remark:
+        return None
+    reason = remark.split(_ACL_EXCEPTION, 1)[1]
+    frame = reason.rfind(", org.apache.")
+    return (reason[:frame] if frame >= 0 else reason).strip()
 
 
 class TopicNotExistError(ResponseError):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
 from rocketspark.errors import ConfigError
 from rocketspark.message.ids import local_ip
 from rocketspark.remoting.client import split_address
+from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.settings import require_positive
 
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
@@ -28,7 +30,8 @@ def parse_namesrv_addr(text: str | None) -> tuple[str, ...]:
 class ClientConfig:
     """Where the name servers are and how often the client talks to them and to brokers.
 
-    `namesrv_addr` defaults to the NAMESRV_ADDR environment variable, as in RocketMQ.
+    `namesrv_addr` defaults to the NAMESRV_ADDR environment variable, as in RocketMQ. With
+    `credentials`, every request of the client is signed (ACL 1.0, as Java's `AclClientRPCHook`).
     """
 
     namesrv_addr: str | None = None
@@ -40,6 +43,7 @@ class ClientConfig:
     request_timeout_ms: int = 3_000
     connect_timeout_ms: int = 3_000
     idle_timeout_s: float = 120.0
+    credentials: SessionCredentials | None = None
 
     def namesrv_addresses(self) -> tuple[str, ...]:
         addresses = parse_namesrv_addr(self.namesrv_addr or os.environ.get(NAMESRV_ADDR_ENV))
@@ -56,3 +60,14 @@ class ClientConfig:
             "request_timeout_ms",
             "connect_timeout_ms",
         )
+
+
+def client_config_for(
+    client_config: ClientConfig | None, namesrv_addr: str | None, credentials: SessionCredentials | None
+) -> ClientConfig:
+    """The config a producer or consumer runs with: `client_config`, or one for `namesrv_addr`,
+    signing with `credentials` when given."""
+    config = client_config or ClientConfig(namesrv_addr=namesrv_addr)
+    if credentials is not None:
+        config = dataclasses.replace(config, credentials=credentials)
+    return config

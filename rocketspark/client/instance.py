@@ -68,9 +68,10 @@ class ConsumerRegistration:
 
 
 class ClientInstance:
-    # (name servers, client ip, instance name, event loop) -> (instance, users), as Java keys
-    # instances by client id: two members of one group in one process need distinct instance names
-    _shared: ClassVar[dict[tuple[tuple[str, ...], str, str, int], tuple[ClientInstance, int]]] = {}
+    # (name servers, client ip, instance name, credentials, event loop) -> (instance, users), as Java keys
+    # instances by client id: two members of one group in one process need distinct instance names;
+    # clients with other credentials (or none) get their own instance: the signing is per connection set
+    _shared: ClassVar[dict[tuple[object, ...], tuple[ClientInstance, int]]] = {}
 
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
@@ -82,6 +83,7 @@ class ClientInstance:
             connect_timeout_s=config.connect_timeout_ms / 1000,
             request_timeout_s=config.request_timeout_ms / 1000,
             idle_timeout_s=config.idle_timeout_s,
+            credentials=config.credentials,
         )
         self.namesrv = NameServerList(self.remoting, config.namesrv_addresses())
         self.routes: dict[str, TopicRouteData] = {}
@@ -110,7 +112,8 @@ class ClientInstance:
     @classmethod
     async def acquire(cls, config: ClientConfig) -> ClientInstance:
         """The running instance of this event loop for `config`'s name servers (started on first use)."""
-        key = (config.namesrv_addresses(), config.client_ip, config.instance_name, id(asyncio.get_running_loop()))
+        loop = id(asyncio.get_running_loop())
+        key = (config.namesrv_addresses(), config.client_ip, config.instance_name, config.credentials, loop)
         shared = cls._shared.get(key)
         if shared is not None and shared[0].state is ServiceState.RUNNING:
             cls._shared[key] = (shared[0], shared[1] + 1)

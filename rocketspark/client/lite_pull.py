@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from rocketspark.client import allocation
 from rocketspark.client.api import offset as offset_api
 from rocketspark.client.api.pull import PullStatus
-from rocketspark.client.config import ClientConfig
+from rocketspark.client.config import ClientConfig, client_config_for
 from rocketspark.client.instance import ClientInstance, ConsumerRegistration
 from rocketspark.client.lifecycle import Lifecycle, ServiceState
 from rocketspark.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
@@ -38,6 +38,7 @@ from rocketspark.message.message import MessageExt
 from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import validate_topic
 from rocketspark.remoting.body.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
@@ -100,13 +101,14 @@ class AsyncLitePullConsumer:
         rebalance_interval_ms: int = 20_000,
         offset_store_dir: Path | None = None,
         client_config: ClientConfig | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         if min(pull_batch_size, pull_threshold_for_queue, pull_threshold_size_for_queue) <= 0:
             raise ValidationError(
                 "pull_batch_size, pull_threshold_for_queue and pull_threshold_size_for_queue must be positive"
             )
         self.group = group
-        self.client_config = client_config or ClientConfig(namesrv_addr=namesrv_addr)
+        self.client_config = client_config_for(client_config, namesrv_addr, credentials)
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms or int(time.time() * 1000) - 30 * 60 * 1000
         self.message_model = message_model

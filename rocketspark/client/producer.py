@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketspark.client.api.send import SendResult, send_arrow, send_message, send_oneway
-from rocketspark.client.config import ClientConfig
+from rocketspark.client.config import ClientConfig, client_config_for
 from rocketspark.client.instance import ClientInstance
 from rocketspark.client.lifecycle import Lifecycle, ServiceState
 from rocketspark.client.queue_selector import RoundRobinSelector, select_by_key
@@ -49,6 +49,7 @@ from rocketspark.message.validation import (
 from rocketspark.remoting.body.route import TopicRouteData
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.headers.send import SendMessageRequestHeader
+from rocketspark.remoting.signing import SessionCredentials
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +75,19 @@ class AsyncProducer:
         use_arrow: bool = True,
         hold_fixed_queues: bool = False,
         client_config: ClientConfig | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         """`hold_fixed_queues`: a send to a fixed queue (explicit, or by sharding key) that fails
         with a connection error, a broker missing from the route or a retriable answer is tried
         again on that queue after a backoff until `send_timeout_ms`, instead of failing at once
         (Java's behaviour). The Spark sink sends so: a broker's duplicate window only catches a
-        retried send that comes back to it."""
+        retried send that comes back to it.
+
+        `credentials`: every request is signed with them (ACL 1.0), for brokers with ACL on."""
         if retry_times_when_send_failed < 0 or send_timeout_ms <= 0 or max_message_size <= 0:
             raise ValidationError("send_timeout_ms and max_message_size must be positive, retries not negative")
         self.group = group
-        self.client_config = client_config or ClientConfig(namesrv_addr=namesrv_addr)
+        self.client_config = client_config_for(client_config, namesrv_addr, credentials)
         self.send_timeout_ms = send_timeout_ms
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.compress_msg_body_over_bytes = compress_msg_body_over_bytes

@@ -1,16 +1,17 @@
 """The retry policy of every send: which failures are tried again, where, and after what pause.
 
 As Java's DefaultMQProducer: a send that failed with a connection error or one of the answers in
-`RETRY_CODES` is tried again on another broker, up to `retry_times_when_send_failed` times, within
-one deadline shared by every attempt; a send to a fixed queue (explicit, or by sharding key) is not.
-`SYSTEM_BUSY` is different: the broker refused without storing anything because it cannot keep up,
-so the send is tried again after an exponential backoff with jitter (as RocketMQ's clients back off
-when a broker asks for fewer requests), until the send's deadline rather than a number of times (a busy
-answer is a request to wait, not a failure), on another broker when there is one, on the same queue
-when the queue is fixed (order is kept: nothing was stored). A producer that holds its fixed queues
-(`hold_queue`, the Spark sink's) treats every retriable failure of a fixed-queue send so: tried again
-on the same queue, after the same backoff, until the deadline, refreshing the route after a
-connection failure so that a broker back on a new address is found.
+`RETRY_CODES` is tried again on another broker, up to `retry_times_when_send_failed` times, within one
+deadline shared by every attempt; a send to a fixed queue (explicit, or by sharding key) is not. A
+refusal of the broker's access control (AccessDeniedError) is raised at once. `SYSTEM_BUSY` is
+different: the broker refused without storing anything because it cannot keep up, so the send is tried
+again after an exponential backoff with jitter (as RocketMQ's clients back off when a broker asks for
+fewer requests), until the send's deadline rather than a number of times (a busy answer is a request to
+wait, not a failure), on another broker when there is one, on the same queue when the queue is fixed
+(order is kept: nothing was stored). A producer that holds its fixed queues (`hold_queue`, the Spark
+sink's) treats every retriable failure of a fixed-queue send so: tried again on the same queue, after
+the same backoff, until the deadline, refreshing the route after a connection failure so that a broker
+back on a new address is found.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from rocketspark.errors import BrokerNotAvailableError, ResponseError, RocketMQError
+from rocketspark.errors import AccessDeniedError, BrokerNotAvailableError, ResponseError, RocketMQError
 from rocketspark.message.queue import MessageQueue
 from rocketspark.remoting.codes import ResponseCode
 from rocketspark.remoting.errors import RemotingError, RemotingTimeoutError
@@ -82,8 +83,10 @@ async def send_with_retries(
             return await attempt(target, remaining)
         except (RemotingError, ResponseError, BrokerNotAvailableError) as exc:
             code = exc.code if isinstance(exc, ResponseError) else None
-            if (code is not None and code not in RETRY_CODES) or (
-                isinstance(exc, BrokerNotAvailableError) and not holding
+            if (
+                (code is not None and code not in RETRY_CODES)
+                or (isinstance(exc, BrokerNotAvailableError) and not holding)
+                or isinstance(exc, AccessDeniedError)  # the same credentials would be refused again
             ):
                 raise
             failures.append(f"{target.broker_name}: {exc}")

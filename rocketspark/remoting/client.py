@@ -1,9 +1,11 @@
-"""asyncio remoting client: one reused connection per address, requests with deadlines."""
+"""asyncio remoting client: one reused connection per address, requests with deadlines, and the
+RPC hook every outgoing request passes (request signing)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Protocol
 
 from rocketspark.aio import wait_until
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
@@ -11,6 +13,7 @@ from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S, Connection
 from rocketspark.remoting.errors import RemotingConnectError, RemotingTimeoutError
 from rocketspark.remoting.processor import ProcessorTable
+from rocketspark.remoting.signing import AclClientRPCHook, SessionCredentials
 
 log = logging.getLogger(__name__)
 
@@ -24,11 +27,21 @@ def split_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
+class RPCHook(Protocol):
+    """What Apache RocketMQ calls an RPC hook: sees every request the client sends, last thing
+    before it goes out (after every header field is set), and may add fields to it."""
+
+    def before_request(self, address: str, request: RemotingCommand) -> None: ...
+
+
 class RemotingClient:
     """Connections to name servers and brokers, created on first use and reused.
 
     A closed connection is dropped and the next request to that address reconnects.
-    Requests the server sends to us (such as NOTIFY_CONSUMER_IDS_CHANGED) go to `processors`.
+    Requests the server sends to us (such as NOTIFY_CONSUMER_IDS_CHANGED) go to `processors`; our
+    answers to them do not pass the hook. Every request this client sends, answered or oneway,
+    passes `rpc_hook` on its way out; `credentials` is short for
+    `rpc_hook=AclClientRPCHook(credentials)`: every request is signed (ACL 1.0).
     """
 
     def __init__(
@@ -39,7 +52,12 @@ class RemotingClient:
         request_timeout_s: float = DEFAULT_TIMEOUT_S,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        rpc_hook: RPCHook | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
+        if rpc_hook is not None and credentials is not None:
+            raise ValueError("give rpc_hook or credentials, not both")
+        self.rpc_hook = AclClientRPCHook(credentials) if credentials is not None else rpc_hook
         self.processors = processors if processors is not None else ProcessorTable()
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -110,11 +128,18 @@ class RemotingClient:
         remaining = deadline - loop.time()
         if remaining <= 0:
             raise RemotingTimeoutError(f"request to {address} timed out while connecting")
+        self._before_request(address, request)
         return await connection.invoke(request, remaining)
 
     async def invoke_oneway(self, address: str, request: RemotingCommand, timeout_s: float | None = None) -> None:
         connection = await self.connection(address, timeout_s)
+        self._before_request(address, request)
         connection.invoke_oneway(request)
+
+    def _before_request(self, address: str, request: RemotingCommand) -> None:
+        """The one place every request of this client passes before it is written."""
+        if self.rpc_hook is not None:
+            self.rpc_hook.before_request(address, request)
 
     def close_connection(self, address: str) -> None:
         connection = self._connections.pop(address, None)

@@ -72,6 +72,19 @@ def sign(request: RemotingCommand, credentials: SessionCredentials) -> None:
     fields[SIGNATURE] = signature(credentials.secret_key, signing_content(fields, request.body))
 
 
+class AclClientRPCHook:
+    """The RPC hook that signs every request with `credentials` (Apache's class of that name)."""
+
+    def __init__(self, credentials: SessionCredentials) -> None:
+        self.credentials = credentials
+
+    def before_request(self, address: str, request: RemotingCommand) -> None:
+        sign(request, self.credentials)
+
+    def __repr__(self) -> str:
+        return f"AclClientRPCHook({self.credentials!r})"
+
+
 def verify(request: RemotingCommand, secret_key: str) -> bool:
     """Whether `request`'s `Signature` is the one `secret_key` gives, compared in constant time."""
     claimed = request.ext_fields.get(SIGNATURE)

@@ -27,7 +27,7 @@ from typing import Any, Self, cast
 
 from rocketspark.aio import wait_until
 from rocketspark.client import allocation
-from rocketspark.client.config import ClientConfig
+from rocketspark.client.config import ClientConfig, client_config_for
 from rocketspark.client.instance import ClientInstance, ConsumerRegistration, unique_instance_name
 from rocketspark.client.lifecycle import Lifecycle, ServiceState
 from rocketspark.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
@@ -48,6 +48,7 @@ from rocketspark.message.message import MessageExt
 from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import retry_topic, validate_topic
 from rocketspark.remoting.body.heartbeat import ConsumerData, ConsumeType, MessageModel
+from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
@@ -100,14 +101,21 @@ class AsyncPushConsumer:
 
     Without `client_config`, each consumer gets an instance name (and so a client id) of its own,
     `pid#nanotime`: two consumers of one group in one process are two members of the group.
+    With `credentials`, every request is signed (ACL 1.0).
     """
 
     def __init__(
-        self, group: str, *, namesrv_addr: str | None = None, client_config: ClientConfig | None = None, **options: Any
+        self,
+        group: str,
+        *,
+        namesrv_addr: str | None = None,
+        client_config: ClientConfig | None = None,
+        credentials: SessionCredentials | None = None,
+        **options: Any,
     ) -> None:
         self.group = group
         self.options = PushOptions.of(options)
-        config = client_config or ClientConfig(namesrv_addr=namesrv_addr)
+        config = client_config_for(client_config, namesrv_addr, credentials)
         if config.instance_name == "DEFAULT":
             config = dataclasses.replace(config, instance_name=unique_instance_name())
         self.client_config = config
