@@ -22,6 +22,7 @@ import logging
 import os
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,8 @@ INDEX_ENTRY = np.dtype([("hash", "<i4"), ("prev", "<i4"), ("commit_log_offset", 
 LEGACY_ENTRY = np.dtype([("hash", "<i8"), ("commit_log_offset", "<i8"), ("store_ts", "<i8")])
 MAGIC = b"RSI2"
 HEADER = struct.Struct("<4sIQ")  # magic, slot count, entries the slot table on disk covers
+#: after HEADER: the earliest and latest store time of the file's written entries (0, 0: not known)
+TIMES = struct.Struct("<qq")
 HEADER_SIZE = 64
 _CHUNK = 1 << 20  # entries read together when a slot table is rebuilt
 
@@ -70,6 +73,73 @@ def _slots_of(hashes: np.ndarray, slot_count: int) -> np.ndarray:
     return (hashes.astype(np.int64) & 0xFFFFFFFF) % slot_count
 
 
+def key_hash(topic: str, key: str) -> int:
+    """The hash a message's key (or msgId) is indexed under."""
+    return java_string_hash(f"{topic}#{key}")
+
+
+@dataclass(frozen=True, slots=True)
+class ChainWalk:
+    """One index file's part of a lookup: its chain's entries that were in memory, then, from
+    entry `next_number` (or from the slot at `slot_at` when the file's table was current), the
+    chain's entries in the file. Those are written entries, which never change while the store
+    serves (recovery alone truncates), so a reader thread follows them."""
+
+    path: Path
+    entries_at: int
+    slot_at: int  # file position of the chain's slot; -1: the chain starts in memory
+    next_number: int  # the chain's first entry in the file (0: none); unused when slot_at >= 0
+    in_memory: np.ndarray
+
+    @property
+    def reads_file(self) -> bool:
+        return self.slot_at >= 0 or self.next_number > 0
+
+    def entries(self) -> Iterator[np.void]:
+        """The chain, newest first (blocking reads, when `reads_file`)."""
+        yield from self.in_memory
+        if not self.reads_file:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            number = self.next_number
+            if self.slot_at >= 0:
+                number = int(np.frombuffer(os.pread(fd, 4, self.slot_at), dtype=np.int32)[0])
+            while number:
+                data = os.pread(fd, INDEX_ENTRY.itemsize, self.entries_at + (number - 1) * INDEX_ENTRY.itemsize)
+                entry = np.frombuffer(data, dtype=INDEX_ENTRY)[0]
+                yield entry
+                number = int(entry["prev"])
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLookup:
+    """A lookup of one hash within a time range, over the files whose time range overlaps it,
+    newest first; taken on the event loop, run by :meth:`offsets` where `reads_files` says."""
+
+    target: int
+    begin_ms: int
+    end_ms: int
+    walks: tuple[ChainWalk, ...]
+
+    @property
+    def reads_files(self) -> bool:
+        return any(walk.reads_file for walk in self.walks)
+
+    def offsets(self, limit: int) -> list[int]:
+        """Commit log offsets of candidate messages (newest first), by hash only."""
+        found: list[int] = []
+        for walk in self.walks:
+            for entry in walk.entries():
+                if int(entry["hash"]) == self.target and self.begin_ms <= int(entry["store_ts"]) <= self.end_ms:
+                    found.append(int(entry["commit_log_offset"]))
+                    if len(found) >= limit:
+                        return found
+        return found
+
+
 class IndexFile:
     """The index of one commit log segment: header, slot table, entries."""
 
@@ -81,6 +151,9 @@ class IndexFile:
         self.flushed = 0  # entries written to the file
         self._pending = GrowableArray(INDEX_ENTRY)  # entries [flushed, count)
         self.slots: np.ndarray | None = np.zeros(slot_count, dtype=np.int32)  # None: the file's table is current
+        # the store times of the file's entries lie within [begin_ts, end_ts] (IndexFile's header in RocketMQ)
+        self.begin_ts = 2**63 - 1
+        self.end_ts = -(2**63)
 
     @property
     def _entries_at(self) -> int:
@@ -90,10 +163,10 @@ class IndexFile:
     def open(cls, path: Path, default_slots: int) -> IndexFile:
         """Open an existing file (blocking: recovery), converting one written before hash slots."""
         with path.open("rb") as file:
-            head = file.read(HEADER.size)
+            head = file.read(HEADER.size + TIMES.size)
         if len(head) < HEADER.size or head[:4] != MAGIC:
             return cls._convert_legacy(path, default_slots)
-        _, slot_count, covered = HEADER.unpack(head)
+        _, slot_count, covered = HEADER.unpack_from(head)
         index_file = cls(int(path.name), path, slot_count)
         index_file.count = index_file.flushed = max(0, path.stat().st_size - index_file._entries_at) // 24
         if covered == index_file.count:
@@ -101,6 +174,14 @@ class IndexFile:
         else:
             log.info("index file %s: rebuilding its hash slots from its %d entries", path.name, index_file.count)
             index_file.slots = index_file._rebuilt_slots()
+        times = TIMES.unpack_from(head, HEADER.size) if len(head) == HEADER.size + TIMES.size else (0, 0)
+        if covered == index_file.count and times != (0, 0):
+            index_file.begin_ts, index_file.end_ts = times
+        elif index_file.count:  # written before the header held them, or cut short: from the entries
+            index_file._scan_times()
+            with path.open("r+b") as file:
+                file.seek(HEADER.size)
+                file.write(TIMES.pack(index_file.begin_ts, index_file.end_ts))
         return index_file
 
     @classmethod
@@ -145,6 +226,9 @@ class IndexFile:
         slots[ordered[last]] = numbers[order[last]]
         self._pending.append(linked)
         self.count += len(entries)
+        if len(entries):
+            self.begin_ts = min(self.begin_ts, int(entries["store_ts"].min()))
+            self.end_ts = max(self.end_ts, int(entries["store_ts"].max()))
 
     def pending(self) -> tuple[int, np.ndarray] | None:
         if self.flushed >= self.count:
@@ -158,13 +242,19 @@ class IndexFile:
 
     def write(self, first: int, entries: np.ndarray) -> None:
         """Append entries to the file and fsync it (I/O thread). The header stops vouching for
-        the slot table first: until the table is written again, opening the file rebuilds it."""
+        the slot table first: until the table is written again, opening the file rebuilds it.
+        Its time range grows to cover the new entries."""
         make_directories(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            os.pwrite(fd, HEADER.pack(MAGIC, self.slot_count, 0), 0)
-            if os.fstat(fd).st_size < self._entries_at:
+            times = [int(entries["store_ts"].min()), int(entries["store_ts"].max())] if len(entries) else [0, 0]
+            if os.fstat(fd).st_size >= self._entries_at:
+                old = TIMES.unpack(os.pread(fd, TIMES.size, HEADER.size))
+                if old != (0, 0):
+                    times = [min(old[0], times[0]), max(old[1], times[1])] if len(entries) else list(old)
+            else:
                 os.ftruncate(fd, self._entries_at)
+            os.pwrite(fd, HEADER.pack(MAGIC, self.slot_count, 0) + TIMES.pack(*times), 0)
             os.pwrite(fd, entries.tobytes(), self._entries_at + first * INDEX_ENTRY.itemsize)
             os.fsync(fd)
         finally:
@@ -183,23 +273,28 @@ class IndexFile:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def entries(self, start: int, stop: int, fd: int | None = None) -> np.ndarray:
-        """Entries [start, stop): written ones with a positional read, the rest from memory."""
+    def entries(self, start: int, stop: int) -> np.ndarray:
+        """Entries [start, stop): written ones with a positional read (blocking: recovery), the
+        rest from memory."""
         if start >= self.flushed:
             return self._pending.view()[start - self.flushed : stop - self.flushed]
-        own = fd is None
-        descriptor = os.open(self.path, os.O_RDONLY) if fd is None else fd
+        fd = os.open(self.path, os.O_RDONLY)
         try:
             end = min(stop, self.flushed)
             size = (end - start) * INDEX_ENTRY.itemsize
-            data = os.pread(descriptor, size, self._entries_at + start * INDEX_ENTRY.itemsize)
+            data = os.pread(fd, size, self._entries_at + start * INDEX_ENTRY.itemsize)
         finally:
-            if own:
-                os.close(descriptor)
+            os.close(fd)
         written = np.frombuffer(data, dtype=INDEX_ENTRY)
         if stop <= self.flushed:
             return written
         return np.concatenate([written, self._pending.view()[: stop - self.flushed]])
+
+    def _scan_times(self) -> None:
+        for start in range(0, self.count, _CHUNK):
+            stamps = self.entries(start, min(start + _CHUNK, self.count))["store_ts"]
+            self.begin_ts = min(self.begin_ts, int(stamps.min()))
+            self.end_ts = max(self.end_ts, int(stamps.max()))
 
     def _rebuilt_slots(self) -> np.ndarray:
         slots = np.zeros(self.slot_count, dtype=np.int32)
@@ -210,23 +305,23 @@ class IndexFile:
             slots[buckets] = start + len(hashes) - at  # the number of each slot's newest entry
         return slots
 
-    def chain(self, target: int) -> Iterator[np.void]:
-        """The entries whose hash falls in `target`'s slot, newest first (blocking reads)."""
+    def overlaps(self, begin_ms: int, end_ms: int) -> bool:
+        """Whether entries stored within [begin_ms, end_ms] may be in this file."""
+        return self.count > 0 and self.begin_ts <= end_ms and begin_ms <= self.end_ts
+
+    def walk(self, target: int) -> ChainWalk:
+        """Start a lookup of hash `target` (event loop): the entries of its chain still in memory,
+        and where the chain goes on among the written entries, for a reader thread to follow."""
         bucket = int(_slots_of(np.array([target]), self.slot_count)[0])
-        fd = os.open(self.path, os.O_RDONLY) if self.flushed or self.slots is None else None
-        try:
-            if self.slots is not None:
-                number = int(self.slots[bucket])
-            else:
-                assert fd is not None
-                number = int(np.frombuffer(os.pread(fd, 4, HEADER_SIZE + 4 * bucket), dtype=np.int32)[0])
-            while number:
-                entry = self.entries(number - 1, number, fd)[0]
-                yield entry
-                number = int(entry["prev"])
-        finally:
-            if fd is not None:
-                os.close(fd)
+        if self.slots is None:  # the table on disk is current: no entry is in memory
+            return ChainWalk(self.path, self._entries_at, HEADER_SIZE + 4 * bucket, -1, self._pending.view()[:0].copy())
+        pending = self._pending.view()
+        number = int(self.slots[bucket])
+        in_memory = []
+        while number > self.flushed:
+            in_memory.append(number - 1 - self.flushed)
+            number = int(pending[in_memory[-1]]["prev"])
+        return ChainWalk(self.path, self._entries_at, -1, number, pending[np.array(in_memory, dtype=np.int64)])
 
     def truncate_at(self, commit_log_offset: int) -> int:
         """Forget entries of messages at or after `commit_log_offset` (recovery); how many stay."""
@@ -311,14 +406,9 @@ class IndexService:
             if index_file.count == covered:
                 index_file.slots = None
 
-    def lookup(self, topic: str, key: str, begin_ms: int, end_ms: int, limit: int) -> list[int]:
-        """Commit log offsets of candidate messages (newest first), by hash only."""
-        target = java_string_hash(f"{topic}#{key}")
-        found: list[int] = []
-        for start in sorted(self.files, reverse=True):
-            for entry in self.files[start].chain(target):
-                if int(entry["hash"]) == target and begin_ms <= int(entry["store_ts"]) <= end_ms:
-                    found.append(int(entry["commit_log_offset"]))
-                    if len(found) >= limit:
-                        return found
-        return found
+    def lookup(self, target: int, begin_ms: int, end_ms: int) -> KeyLookup:
+        """A lookup of hash `target` among entries stored within [begin_ms, end_ms] (event loop);
+        files whose entries were all stored outside that range are left out, unread."""
+        files = [self.files[start] for start in sorted(self.files, reverse=True)]
+        walks = tuple(f.walk(target) for f in files if f.overlaps(begin_ms, end_ms))
+        return KeyLookup(target, begin_ms, end_ms, walks)

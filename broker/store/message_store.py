@@ -23,6 +23,7 @@ from broker.store.commitlog import CommitLog
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.dedup import DuplicateWindow
 from broker.store.dispatch import ArrivalListener, Dispatcher
+from broker.store.index import key_hash
 from broker.store.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult
 from broker.store.retention import InFlightReads, Retention
@@ -398,8 +399,14 @@ class MessageStore:
     ) -> list[pa.RecordBatch]:
         """Messages of `topic` whose KEYS contain `key` (or whose msgId is `key`), newest first."""
         self.logics.build_index()
+        lookup = self.index.lookup(key_hash(topic, key), begin_ms, end_ms)
+        limit = max_num * 4  # by hash only: some may be other keys
+        if lookup.reads_files:
+            offsets = await self._reads.submit(lambda: lookup.offsets(limit))
+        else:
+            offsets = lookup.offsets(limit)
         found: list[pa.RecordBatch] = []
-        for offset in self.index.lookup(topic, key, begin_ms, end_ms, max_num * 4):
+        for offset in offsets:
             message = await self.message_at(offset)
             if message is None or message.column("topic")[0].as_py() != topic:
                 continue

@@ -33,14 +33,7 @@ def scanned(entries: np.ndarray, target: int, begin: int = 0, end: int = 2**62) 
 
 
 def looked_up(service: IndexService, target: int, begin: int = 0, end: int = 2**62, limit: int = 10**6) -> list[int]:
-    found = []
-    for start in sorted(service.files, reverse=True):
-        found += [
-            int(e["commit_log_offset"])
-            for e in service.files[start].chain(target)
-            if int(e["hash"]) == target and begin <= int(e["store_ts"]) <= end
-        ]
-    return found[:limit]
+    return service.lookup(target, begin, end).offsets(limit)
 
 
 def filled(directory: Path, entries: np.ndarray, *, flush_every: int = 7_000) -> IndexService:

@@ -114,3 +114,74 @@ async def test_retention_waits_for_running_reads_and_unlinks_off_the_loop(
     loop_thread = threading.current_thread().name
     deleted = [thread for thread, path in unlinks if Path(path) == oldest.path]
     assert deleted and all(thread != loop_thread and thread.startswith("store-io") for thread in deleted), unlinks
+
+
+def loop_file_reads(monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+    """Observe `os.open` (by path) and `os.pread` (by descriptor) from now on."""
+    return observe(monkeypatch, "open"), observe(monkeypatch, "pread")
+
+
+async def test_key_lookups_read_index_files_on_reader_threads_and_skip_files_outside_the_range(
+    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = {"mapped_file_size_commit_log": 4096, "batch_cache_bytes": 1}
+    store = await open_store(**settings)
+    for i in range(12):  # several segments, so several index files, all before `middle`
+        await store.put_messages("T", 0, [message(b"early%02d" % i + b"x" * 400, keys="k1 early")])
+    await asyncio.sleep(0.02)
+    middle = int(time.time() * 1000)
+    await asyncio.sleep(0.02)
+    segment_of_middle = store.commit_log.max_offset
+    for i in range(12):
+        await store.put_messages("T", 0, [message(b"late%02d" % i + b"x" * 400, keys="k1 late")])
+    await store.stop()
+    store = await open_store(**settings)  # every index entry and slot table on disk
+    early_files = [f.path for start, f in store.index.files.items() if start < segment_of_middle - 4096]
+    late_files = [f.path for start, f in store.index.files.items() if start >= segment_of_middle]
+    assert early_files and late_files
+
+    opens, preads = loop_file_reads(monkeypatch)
+    found = await store.query_by_key("T", "k1", 100, middle, 2**62, unique_key=False)
+    assert [m.column("body")[0].as_py()[:6] for m in found] == [b"late%02d" % i for i in reversed(range(12))]
+    opened = {Path(path): thread for thread, path in opens if isinstance(path, (str, Path))}
+    assert not set(early_files) & set(opened), "an index file outside the time range was opened"
+    assert set(late_files) <= set(opened)
+    loop_thread = threading.current_thread().name
+    assert all(thread != loop_thread for thread, _ in opens + preads), (opens, preads)
+
+    opens.clear()
+    everything = await store.query_by_key("T", "k1", 100, 0, 2**62, unique_key=False)
+    assert len(everything) == 24
+    assert set(early_files) <= {Path(path) for _, path in opens if isinstance(path, (str, Path))}
+
+
+async def test_cold_consume_queue_blocks_and_the_time_search_are_read_on_reader_threads(
+    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = {"consume_queue_cache_bytes": 1, "mapped_file_size_consume_queue": 20 * 1500}
+    store = await open_store(**settings)
+    stamps = []
+    for i in range(10):
+        await store.put_messages("T", 0, [message(b"m%d-%d" % (i, j)) for j in range(400)])
+        stamps.append(int(time.time() * 1000))
+        await asyncio.sleep(0.005)
+    await store.stop()
+    store = await open_store(**settings)  # nothing cached: every entry below the tail is on disk
+
+    opens, preads = loop_file_reads(monkeypatch)
+    result = await store.get_messages("T", 0, 100, max_messages=2000, max_bytes=1 << 30)
+    assert result.status is GetStatus.FOUND
+    bodies = [b for batch in result.batches() for b in batch.column("body").to_pylist()]
+    assert bodies == [b"m%d-%d" % divmod(o, 400) for o in range(100, 2100)]
+    expected = [await store.offset_for_timestamp("T", 0, stamp + 1) for stamp in stamps[:-1]]
+    assert expected == [400 * (i + 1) for i in range(9)]
+    assert await store.offset_for_timestamp("T", 0, 0) == 0
+    assert await store.earliest_store_time("T", 0) <= stamps[0]
+    assert stamps[0] - 1000 < await store.store_time_at("T", 0, 5) <= stamps[0]
+    stats = await store.queue_stats("T", 0)
+    assert (stats.min_offset, stats.max_offset) == (0, 4000)
+    due = await store.stored_by("T", 0, 0, stamps[1], 4000)
+    assert due == (0, 800)
+    assert preads, "nothing was read from disk"
+    loop_thread = threading.current_thread().name
+    assert all(thread != loop_thread for thread, _ in opens + preads), (opens, preads)
