@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, check_frame_max_length
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S
 from rocketspark.remoting.schema import wire
+from rocketspark.remoting.tls import ServerTls, server_tls
 from rocketspark.settings import require_positive
 
 DEFAULT_PORT = 10911
@@ -29,7 +31,8 @@ class BrokerConfig:
     broker_id: int = 0
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     namesrv_addr: str | None = None  # "host:port;host:port"; NAMESRV_ADDR when unset
-    broker_ip1: str = field(default="127.0.0.1", metadata=wire("brokerIP1"))  # listen and publish address
+    broker_ip1: str = field(default="127.0.0.1", metadata=wire("brokerIP1"))  # the address published
+    bind_address: str | None = None  # the address listened on (Apache 5's name); None: brokerIP1
     listen_port: int = DEFAULT_PORT
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
@@ -63,6 +66,15 @@ class BrokerConfig:
     # a pull that would be held beyond this many held pulls is answered SYSTEM_BUSY
     max_in_flight_requests_per_connection: int = 4096
     max_held_pull_requests: int = 20_000
+    # TLS on the listening port, Apache RocketMQ's property names (rocketspark.remoting.tls):
+    # disabled, permissive or enforcing; None: permissive with a certificate, else disabled
+    tls_server_mode: str | None = field(default=None, metadata=wire("tls.server.mode"))
+    tls_server_cert_path: Path | None = field(default=None, metadata=wire("tls.server.certPath"))
+    tls_server_key_path: Path | None = field(default=None, metadata=wire("tls.server.keyPath"))
+    # access control (docs/security.md), off by default: accounts from plainAclFile (our key), else
+    # from $ROCKETMQ_HOME/conf/plain_acl.yml as Apache RocketMQ reads them
+    acl_enable: bool = False
+    plain_acl_file: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -89,6 +101,15 @@ class BrokerConfig:
             "max_held_pull_requests",
         )
         check_frame_max_length(self.frame_max_length, "frameMaxLength")
+        self.server_tls().check_frame_length(self.frame_max_length)
+
+    @property
+    def listen_host(self) -> str:
+        return self.bind_address or self.broker_ip1
+
+    def server_tls(self) -> ServerTls:
+        """The TLS the broker serves with (reads the certificate and key: a bad file is a ConfigError)."""
+        return server_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
 
     @property
     def broker_addr(self) -> str:

@@ -11,6 +11,8 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from broker.acl.guard import GuardedProcessorTable
+from broker.acl.watcher import POLL_INTERVAL_S, AclFileWatcher, accounts_file
 from broker.config import BrokerConfig
 from broker.consumer_manager import ConsumerGroupInfo, ConsumerManager
 from broker.consumer_offset_manager import ConsumerOffsetManager
@@ -61,14 +63,17 @@ class BrokerController:
         self.config = config
         self.store_config = store_config
         config_dir = store_config.store_path_root_dir / "config"
-        self.processors = ProcessorTable()
+        # with ACL on, every processor registered in the table runs behind the access check
+        self.acl = AclFileWatcher(accounts_file(config.plain_acl_file)) if config.acl_enable else None
+        self.processors = GuardedProcessorTable(self.acl.validator) if self.acl else ProcessorTable()
         self.server = RemotingServer(
             self.processors,
-            host=config.broker_ip1,
+            host=config.listen_host,
             port=config.listen_port,
             idle_timeout_s=config.server_channel_max_idle_time_seconds,
             max_frame_length=config.frame_max_length,
             max_in_flight_per_connection=config.max_in_flight_requests_per_connection,
+            tls=config.server_tls(),
         )
         self.client = RemotingClient()
         self.stats = BrokerStats()
@@ -97,6 +102,8 @@ class BrokerController:
             ),
             PeriodicService("scan-client-channels", config.client_channel_scan_interval / 1000, self._scan_channels),
         ]
+        if self.acl is not None:
+            self._services.append(PeriodicService("acl-file-watch", POLL_INTERVAL_S, self.acl.poll))
         if trim_memory is not None:
             self._services.append(PeriodicService("return-freed-memory", TRIM_MEMORY_INTERVAL_S, trim_memory))
 

@@ -28,6 +28,7 @@ FLAG_KEYS = {
     "cluster": "brokerClusterName",
     "broker_id": "brokerId",
     "host": "brokerIP1",
+    "listen": "bindAddress",
     "port": "listenPort",
     "data_dir": "storePathRootDir",
 }
@@ -41,7 +42,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[BrokerConfig, StoreConfig
     parser.add_argument("--broker-name", help="brokerName (default: broker-a)")
     parser.add_argument("--cluster", help="brokerClusterName (default: DefaultCluster)")
     parser.add_argument("--broker-id", help="brokerId; only 0 (master) is supported")
-    parser.add_argument("--host", help="brokerIP1: address to listen on and publish (default: 127.0.0.1)")
+    parser.add_argument(
+        "--host", help="brokerIP1: the address published to the name server and clients (default: 127.0.0.1)"
+    )
+    parser.add_argument("--listen", help="bindAddress: the address listened on, e.g. 0.0.0.0 (default: brokerIP1)")
     parser.add_argument("--port", help="listenPort; 0 picks a free one (default: 10911)")
     parser.add_argument("--data-dir", help="storePathRootDir (default: ~/rocketspark/store)")
     parser.add_argument("--flush", choices=sorted(FLUSH_TYPES), help="flushDiskType: sync or async (default: async)")
@@ -74,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     config, store_config, level = parse_args(argv)
     configure_logging(level)
     trim_memory = return_freed_memory()
-    controller = BrokerController(config, store_config, trim_memory=trim_memory)
+    try:
+        controller = BrokerController(config, store_config, trim_memory=trim_memory)
+    except ConfigError as exc:  # the ACL accounts file, read at start
+        log.error("broker failed to start: %s", exc)  # noqa: TRY400 - the reason is the whole story
+        return 1
 
     async def start() -> list[str]:
         await controller.start()
