@@ -30,6 +30,7 @@ class NamesrvController:
             port=config.port,
             idle_timeout_s=config.server_channel_max_idle_s,
             max_frame_length=config.frame_max_length,
+            tls=config.server_tls(),
         )
         self.server.add_close_listener(self.routes.on_channel_destroy)
         self._scan = PeriodicService(

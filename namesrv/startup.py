@@ -11,6 +11,7 @@ from namesrv.config import DEFAULT_PORT, NamesrvConfig, default_data_dir
 from namesrv.controller import NamesrvController
 from rocketspark.logs import LOG_LEVELS, configure_logging
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
+from rocketspark.remoting.tls import TlsMode
 from rocketspark.serving import run_process, serve_until_signalled
 
 log = logging.getLogger(__name__)
@@ -18,7 +19,13 @@ log = logging.getLogger(__name__)
 
 def parse_args(argv: list[str] | None = None) -> tuple[NamesrvConfig, str]:
     parser = argparse.ArgumentParser(prog="python -m namesrv", description="Run a RocketMQ name server.")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument(
+        "--listen",
+        "--host",
+        dest="listen",
+        default="127.0.0.1",
+        help="address to listen on; 0.0.0.0 for every interface (default: %(default)s)",
+    )
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help="port; 0 picks a free one (default: %(default)s)"
     )
@@ -37,17 +44,29 @@ def parse_args(argv: list[str] | None = None) -> tuple[NamesrvConfig, str]:
         default=DEFAULT_MAX_FRAME_LENGTH,
         help="largest frame in bytes; a longer one closes its connection (default: %(default)s)",
     )
+    parser.add_argument(
+        "--tls.server.mode",
+        dest="tls_mode",
+        choices=[mode.value for mode in TlsMode],
+        help="disabled: plain only; permissive: TLS and plain on one port; enforcing: TLS only "
+        "(default: permissive with a certificate, else disabled)",
+    )
+    parser.add_argument("--tls.server.certPath", dest="tls_cert", type=Path, help="PEM certificate chain")
+    parser.add_argument("--tls.server.keyPath", dest="tls_key", type=Path, help="its PEM private key (unencrypted)")
     parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS)
     args = parser.parse_args(argv)
     try:
         config = NamesrvConfig(
-            host=args.host,
+            host=args.listen,
             port=args.port,
             data_dir=args.data_dir,
             scan_not_active_broker_interval_ms=args.scan_interval_ms,
             broker_channel_expired_ms=args.broker_expiry_ms,
             server_channel_max_idle_s=args.idle_timeout_s,
             frame_max_length=args.frame_max_length,
+            tls_server_mode=args.tls_mode,
+            tls_server_cert_path=args.tls_cert,
+            tls_server_key_path=args.tls_key,
         )
     except ValueError as exc:
         parser.error(str(exc))

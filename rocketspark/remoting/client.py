@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from typing import Protocol
 
 from rocketspark.aio import wait_until
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S, Connection
-from rocketspark.remoting.errors import RemotingConnectError, RemotingTimeoutError
+from rocketspark.remoting.errors import RemotingConnectError, RemotingTimeoutError, TlsHandshakeError
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.signing import AclClientRPCHook, SessionCredentials
+from rocketspark.remoting.tls import TrustSetting, client_context
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,8 @@ class RemotingClient:
     answers to them do not pass the hook. Every request this client sends, answered or oneway,
     passes `rpc_hook` on its way out; `credentials` is short for
     `rpc_hook=AclClientRPCHook(credentials)`: every request is signed (ACL 1.0).
+    With `use_tls`, every connection is TLS, the server's certificate verified against `tls_trust`
+    (:func:`rocketspark.remoting.tls.client_context`) and the host dialled.
     """
 
     def __init__(
@@ -54,11 +58,14 @@ class RemotingClient:
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         rpc_hook: RPCHook | None = None,
         credentials: SessionCredentials | None = None,
+        use_tls: bool = False,
+        tls_trust: TrustSetting = None,
     ) -> None:
         if rpc_hook is not None and credentials is not None:
             raise ValueError("give rpc_hook or credentials, not both")
         self.rpc_hook = AclClientRPCHook(credentials) if credentials is not None else rpc_hook
         self.processors = processors if processors is not None else ProcessorTable()
+        self.tls: ssl.SSLContext | None = client_context(tls_trust) if use_tls else None
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
         self._idle_timeout_s = idle_timeout_s
@@ -87,13 +94,27 @@ class RemotingClient:
     async def _connect(self, address: str) -> Connection:
         host, port = split_address(address)
         loop = asyncio.get_running_loop()
+        if self.tls is None:
+            connecting = loop.create_connection(self._new_connection, host, port)
+        else:  # the host dialled is the name checked: an IP address matches the certificate's IP SANs
+            connecting = loop.create_connection(self._new_connection, host, port, ssl=self.tls, server_hostname=host)
         try:
-            _, connection = await asyncio.wait_for(
-                loop.create_connection(self._new_connection, host, port), self.connect_timeout_s
-            )
+            _, connection = await asyncio.wait_for(connecting, self.connect_timeout_s)
         except TimeoutError:
             raise RemotingConnectError(
                 f"cannot connect to {address}: no answer within {self.connect_timeout_s:.3g} s"
+            ) from None
+        except ssl.SSLCertVerificationError as exc:
+            raise TlsHandshakeError(
+                f"cannot connect to {address} over TLS: its certificate is not trusted ({exc.verify_message}); "
+                "trust its CA with tls_trust='<CA file>'"
+            ) from None
+        except (ssl.SSLError, ConnectionResetError) as exc:
+            if self.tls is None:
+                raise RemotingConnectError(f"cannot connect to {address}: {exc.strerror or exc}") from None
+            raise TlsHandshakeError(
+                f"TLS handshake with {address} failed ({exc}); does the server accept TLS "
+                "(tls.server.mode permissive or enforcing)?"
             ) from None
         except OSError as exc:
             raise RemotingConnectError(f"cannot connect to {address}: {exc.strerror or exc}") from None

@@ -28,6 +28,12 @@ class RemotingConnectError(RemotingError):
     retriable = True
 
 
+class TlsHandshakeError(RemotingConnectError):
+    """A TLS connection failed its handshake: an untrusted certificate, or a server without TLS."""
+
+    retriable = False
+
+
 class RemotingTimeoutError(RemotingError):
     """No response arrived before the request's deadline."""
 

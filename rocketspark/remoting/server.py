@@ -1,17 +1,29 @@
-"""asyncio remoting server: accepts connections and serves them with a processor table."""
+"""asyncio remoting server: accepts connections and serves them with a processor table.
+
+TLS and plain connections share the port (:mod:`rocketspark.remoting.tls`): the server accepts each
+socket itself, peeks at the first byte the client sends (waiting at most the idle timeout, so a
+silent peer does not hold a socket), refuses the kinds its mode does not accept, and hands the
+socket to the event loop with or without TLS.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Callable
 
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rocketspark.remoting.codes import SerializeType
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S, Connection
 from rocketspark.remoting.processor import ProcessorTable
+from rocketspark.remoting.tls import TLS_HANDSHAKE_RECORD, ServerTls, TlsMode
 
 log = logging.getLogger(__name__)
+
+LISTEN_BACKLOG = 1024
+#: a TLS client that has not finished its handshake this long after its first byte is dropped
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
 
 
 class RemotingServer:
@@ -31,6 +43,7 @@ class RemotingServer:
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         serialize_type: SerializeType = SerializeType.JSON,
         max_in_flight_per_connection: int = 0,
+        tls: ServerTls | None = None,
     ) -> None:
         self.processors = processors
         self._max_in_flight = max_in_flight_per_connection
@@ -39,7 +52,11 @@ class RemotingServer:
         self._idle_timeout_s = idle_timeout_s
         self._max_frame_length = max_frame_length
         self._serialize_type = serialize_type
-        self._server: asyncio.Server | None = None
+        self.tls = tls or ServerTls()
+        self.tls.check_frame_length(max_frame_length)
+        self._listener: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
+        self._admitting: set[asyncio.Task[None]] = set()
         self.connections: set[Connection] = set()
         self._close_listeners: list[Callable[[Connection], None]] = []
 
@@ -52,22 +69,73 @@ class RemotingServer:
 
     async def start(self, *, serving: bool = True) -> None:
         """Bind the port (its number is known afterwards); accept connections unless `serving` is False."""
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_connection, self.host, self.port, reuse_address=True, start_serving=serving
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        family, _, _, _, address = socket.getaddrinfo(
+            self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        self._listener = socket.create_server(address, family=family, backlog=LISTEN_BACKLOG)
+        self._listener.setblocking(False)
+        self.port = self._listener.getsockname()[1]
         if serving:
-            log.info("remoting server listening on %s", self.address)
+            await self.start_serving()
 
     async def start_serving(self) -> None:
         """Begin accepting on a port bound with `start(serving=False)`."""
-        assert self._server is not None
-        await self._server.start_serving()
-        log.info("remoting server listening on %s", self.address)
+        assert self._listener is not None
+        self._accepting = asyncio.get_running_loop().create_task(self._accept(self._listener))
+        log.info("remoting server listening on %s (TLS %s)", self.address, self.tls.mode.value)
+
+    async def _accept(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, _ = await loop.sock_accept(listener)
+            except OSError as exc:  # out of descriptors, for one: keep serving those already open
+                log.warning("accepting a connection on %s failed: %s", self.address, exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._admit(sock))
+            self._admitting.add(task)
+            task.add_done_callback(self._admitting.discard)
+
+    async def _admit(self, sock: socket.socket) -> None:
+        """Serve `sock` as TLS or plain by its first byte, or close it with a logged reason."""
+        sock.setblocking(False)
+        peer = _peer_name(sock)
+        try:
+            first = await _first_byte(sock, self._idle_timeout_s if self._idle_timeout_s > 0 else None)
+            tls = first == TLS_HANDSHAKE_RECORD
+            if first is None or not self._accepts(tls, peer):
+                sock.close()
+                return
+            loop = asyncio.get_running_loop()
+            if tls:
+                _, connection = await loop.connect_accepted_socket(
+                    self._new_connection, sock, ssl=self.tls.context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S
+                )
+            else:
+                _, connection = await loop.connect_accepted_socket(self._new_connection, sock)
+        except OSError as exc:  # ssl.SSLError is one: a failed handshake
+            log.info("connection from %s dropped before it was served: %s", peer, exc)
+            sock.close()
+            return
+        except BaseException:
+            sock.close()
+            raise
+        if not connection.closed:
+            self.connections.add(connection)
+
+    def _accepts(self, tls: bool, peer: str) -> bool:
+        mode = self.tls.mode
+        if tls and mode is TlsMode.DISABLED:
+            log.warning("refused a TLS handshake from %s: TLS is disabled on %s (tls.server.mode)", peer, self.address)
+            return False
+        if not tls and mode is TlsMode.ENFORCING:
+            log.warning("refused a plain connection from %s: tls.server.mode=enforcing requires TLS", peer)
+            return False
+        return True
 
     def _new_connection(self) -> Connection:
-        connection = Connection(
+        return Connection(
             self.processors,
             max_frame_length=self._max_frame_length,
             idle_timeout_s=self._idle_timeout_s,
@@ -75,8 +143,6 @@ class RemotingServer:
             on_close=self._connection_closed,
             max_in_flight=self._max_in_flight,
         )
-        self.connections.add(connection)
-        return connection
 
     def _connection_closed(self, connection: Connection) -> None:
         self.connections.discard(connection)
@@ -88,13 +154,55 @@ class RemotingServer:
 
     async def stop(self) -> None:
         """Stop accepting, close every connection and wait until they are gone."""
-        if self._server is not None:
-            self._server.close()
+        pending = [task for task in (self._accepting, *self._admitting) if task is not None]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        self._accepting = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         connections = list(self.connections)
         for connection in connections:
             connection.close("server stopping")
         for connection in connections:
             await connection.wait_closed()
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+
+
+async def _first_byte(sock: socket.socket, timeout_s: float | None) -> int | None:
+    """The first byte `sock`'s peer sent, left unread; None when it closed or sent nothing in time."""
+    loop = asyncio.get_running_loop()
+    fd = sock.fileno()
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                try:
+                    data = sock.recv(1, socket.MSG_PEEK)
+                except (BlockingIOError, InterruptedError):
+                    pass
+                else:
+                    return data[0] if data else None
+                readable: asyncio.Future[None] = loop.create_future()
+                loop.add_reader(fd, _set_once, readable)
+                try:
+                    await readable
+                finally:
+                    loop.remove_reader(fd)
+    except TimeoutError:
+        log.info("closing connection from %s: nothing received within %.0f s", _peer_name(sock), timeout_s)
+        return None
+    except ConnectionError:
+        return None
+
+
+def _set_once(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _peer_name(sock: socket.socket) -> str:
+    try:
+        host, port, *_ = sock.getpeername()
+    except OSError:
+        return "?"
+    return f"{host}:{port}"
