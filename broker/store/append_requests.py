@@ -1,4 +1,4 @@
-"""What the commit log writer takes in (a send's messages for one queue) and what it answers."""
+"""What the commit log writer takes in: a send's messages for one queue (its answer: broker/store/round_sends.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from broker.store.dedup import StoredAt
-from broker.store.results import PutResult, PutStatus
+from broker.store.results import PutResult
 from rocketspark.message import properties as props
 from rocketspark.message.validation import validate_encoded_properties
 
@@ -78,16 +77,9 @@ class AppendRequest:
     born_timestamp: int = 0  # for Arrow batches: the send's born time and host apply to every row
     born_host: str = ""
     wait_flush: bool = True
+    # the writer's, set when it queues the request; nothing else changes a request once made
     enqueued_at: float = field(default=0.0, init=False)  # event loop time
-    first_queue_offset: int = field(default=0, init=False)
-    first_commit_log_offset: int = field(default=0, init=False)
-    # duplicate detection, set once when the request first joins a round
-    deduplicated: bool = field(default=False, init=False)
-    kept: np.ndarray | None = field(default=None, init=False)  # rows of the send stored (None: all)
-    duplicate_of: dict[int, StoredAt | tuple[AppendRequest, int]] = field(default_factory=dict, init=False)
-    new_hashes: np.ndarray | None = field(default=None, init=False)  # key hashes of stored rows with a key
-    new_rows: np.ndarray | None = field(default=None, init=False)  # their rows among the stored ones
-    key_hashes: tuple[np.ndarray, np.ndarray] | None = field(default=None, init=False)  # Arrow: when submitted
+    key_hashes: tuple[np.ndarray, np.ndarray] | None = field(default=None, init=False)  # Arrow: UNIQ_KEY hashes
 
     @property
     def count(self) -> int:
@@ -102,33 +94,3 @@ class AppendRequest:
             return sum(len(m.body) for m in self.messages)
         assert self.arrow is not None
         return int(self.arrow.column("body").nbytes or 0)
-
-
-def position(request: AppendRequest, row: int) -> StoredAt:
-    """Where row `row` of a send placed in this round went."""
-    index = row if request.kept is None else int(np.searchsorted(request.kept, row))
-    return StoredAt(request.queue_id, request.first_queue_offset + index, request.first_commit_log_offset + index)
-
-
-def put_result(request: AppendRequest, status: PutStatus) -> PutResult:
-    if not request.duplicate_of:
-        return PutResult(
-            status, request.queue_id, request.first_queue_offset, request.count, request.first_commit_log_offset
-        )
-    duplicates = {
-        row: where if isinstance(where, StoredAt) else position(*where) for row, where in request.duplicate_of.items()
-    }
-    row_offsets = None
-    if request.messages is not None:
-        total = request.count + len(duplicates)
-        row_offsets = tuple(
-            duplicates[row].commit_log_offset if row in duplicates else position(request, row).commit_log_offset
-            for row in range(total)
-        )
-    if request.count:
-        first = StoredAt(request.queue_id, request.first_queue_offset, request.first_commit_log_offset)
-    else:
-        first = duplicates[0]
-    return PutResult(
-        status, first.queue_id, first.queue_offset, request.count, first.commit_log_offset, len(duplicates), row_offsets
-    )

@@ -7,7 +7,8 @@ message records when the round holds standard sends only, else an Arrow record b
 under ASYNC_FLUSH, makes it visible to pulls, and only then answers every send of the round.
 While one round is on disk the next one gathers, so
 concurrent senders share a record batch and an fsync, and a lone sender pays no batching delay.
-Each round first drops the rows the duplicate window already holds (broker/store/round_duplicates.py).
+Each attempt at a round first drops the rows the duplicate window already holds, checking the
+unchanged requests afresh (broker/store/round_duplicates.py, broker/store/round_sends.py).
 
 Back-pressure, as RocketMQ's send thread pool: a send is answered SYSTEM_BUSY at once when the
 queue already holds `sendThreadPoolQueueCapacity` sends or `sendQueueMaxBytes` body bytes, and
@@ -20,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
@@ -28,12 +29,20 @@ import numpy as np
 import pyarrow as pa
 
 from broker.store import record
-from broker.store.append_requests import AppendRequest, StandardMessage, put_result
+from broker.store.append_requests import AppendRequest, StandardMessage
 from broker.store.commitlog import CommitLog, Placement, Segment
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.dedup import DuplicateWindow, deduplicated_topic
 from broker.store.results import PutStatus
-from broker.store.round_duplicates import arrow_key_hashes, deduplicate_round, remember_round
+from broker.store.round_duplicates import (
+    NO_DUPLICATES,
+    arrow_key_hashes,
+    find_repeats,
+    read_bodies,
+    remember_round,
+    settle,
+)
+from broker.store.round_sends import RoundSend
 from broker.store.stored import StoredBatch, WireRecords
 from rocketspark.aio import wait_until
 from rocketspark.errors import RocketMQError
@@ -43,8 +52,8 @@ from rocketspark.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 
-# Rounds of at least this many rows are checked for duplicates in the I/O thread, beside the event
-# loop (numpy lets go of the GIL); smaller ones on the loop, where a thread hop would cost more.
+# Rounds of at least this many rows are looked up in the duplicate window in the I/O thread, beside
+# the event loop (numpy lets go of the GIL); smaller ones on the loop, where a thread hop would cost more.
 _DEDUPLICATE_IN_IO_THREAD_ROWS = 2048
 # Rounds of at most this many standard messages are encoded and written on the loop under
 # ASYNC_FLUSH: a write that only copies a few kilobytes to the page cache beats a thread hop.
@@ -54,7 +63,7 @@ _WRITE_ON_LOOP_ROWS = 64
 @dataclass(slots=True)
 class Round:
     placement: Placement | None  # None: the round's sends were all duplicates, nothing is written
-    requests: list[AppendRequest]
+    sends: list[RoundSend]
     store_timestamp: int
     sync: bool
     wire: bool = False  # standard sends only: stored as message records (broker/store/stored.py)
@@ -75,8 +84,11 @@ class CommitLogAppender:
         next_queue_offset: Callable[[str, int], int],
         on_stored: Callable[[Round, StoredBatch, int], None],
         on_synced: Callable[[int], None],
+        batch_at: Callable[[int], Awaitable[StoredBatch]],
         window: DuplicateWindow | None = None,
     ) -> None:
+        """`batch_at`: the stored batch at a commit log position, on the event loop (the cache, or a
+        read on a reader thread); the duplicate check reads the first copies of window hits with it."""
         self._commit_log = commit_log
         self._config = config
         self.store_host = store_host
@@ -85,6 +97,7 @@ class CommitLogAppender:
         self._on_stored = on_stored
         self._on_synced = on_synced
         self._window = window
+        self._batch_at = batch_at
         self._pending: deque[AppendRequest] = deque()
         self._pending_bytes = 0
         self._expiry: asyncio.TimerHandle | None = None
@@ -184,7 +197,9 @@ class CommitLogAppender:
         Processors check every send before it joins a round, so a failure here is unexpected (a
         disk error, or a check that is missing). Splitting keeps it to the requests that cause it:
         one bad request among n costs about 2 log2(n) extra rounds, and the others still succeed.
-        Nothing of a failed round was made visible, so its requests are simply placed again.
+        Nothing of a failed round was made visible, so its requests are simply checked for
+        duplicates and placed again (each half on its own: a row of one half is never taken for a
+        duplicate of a row of the other, which may be refused).
         """
         try:
             written = await self._build_and_write_round(requests)
@@ -208,27 +223,24 @@ class CommitLogAppender:
         """Place, build, write (and fsync) a round; nothing of it is visible yet."""
         store_timestamp = int(time.time() * 1000)
         loop = asyncio.get_running_loop()
-        if sum(r.count for r in requests) >= _DEDUPLICATE_IN_IO_THREAD_ROWS:
-            await loop.run_in_executor(self._executor, self._deduplicate, requests, store_timestamp)
-        else:
-            self._deduplicate(requests, store_timestamp)
-        if not any(r.count for r in requests):  # duplicates only: nothing to write
-            return Round(None, requests, store_timestamp, False), pa.record_batch({}), 0, PutStatus.PUT_OK
+        sends = await self._check_duplicates(requests, store_timestamp)
+        if not any(s.count for s in sends):  # duplicates only: nothing to write
+            return Round(None, sends, store_timestamp, False), pa.record_batch({}), 0, PutStatus.PUT_OK
         placement = self._commit_log.reserve()
         next_offsets: dict[tuple[str, int], int] = {}
         row = 0
-        for request in requests:
-            key = (request.topic, request.queue_id)
+        for send in sends:
+            key = (send.topic, send.queue_id)
             first = next_offsets.get(key)
             if first is None:
                 first = self._next_queue_offset(*key)
-            request.first_queue_offset = first
-            next_offsets[key] = first + request.count
-            request.first_commit_log_offset = placement.position + row
-            row += request.count
+            send.first_queue_offset = first
+            next_offsets[key] = first + send.count
+            send.first_commit_log_offset = placement.position + row
+            row += send.count
         sync = self._config.flush_disk_type is FlushDiskType.SYNC_FLUSH and any(r.wait_flush for r in requests)
-        wire = all(r.messages is not None for r in requests if r.count)
-        current = Round(placement, requests, store_timestamp, sync, wire)
+        wire = all(s.messages is not None for s in sends if s.count)
+        current = Round(placement, sends, store_timestamp, sync, wire)
         if wire and not sync and row <= _WRITE_ON_LOOP_ROWS:
             # a few records: encoding them and a write to the page cache cost less than a thread hop
             return (current, *self._build_and_write(current), PutStatus.PUT_OK)
@@ -256,19 +268,33 @@ class CommitLogAppender:
                 self.fsyncs += 1
                 self._on_synced(placement.position + length)
             self._on_stored(current, batch, length)
-        for request in current.requests:
-            if not request.future.done():
-                request.future.set_result(put_result(request, status))
-        if placement is not None:
-            self._remember(current)  # after the answers: the next round, which looks keys up, starts later
+        for send in current.sends:
+            if not send.request.future.done():
+                send.request.future.set_result(send.result(status, current.sends))
+        if placement is not None and self._window is not None:
+            # after the answers: the next round, which looks keys up, starts later
+            stored = [(s.duplicates, s.first_stored) for s in current.sends]
+            remember_round(self._window, current.store_timestamp, stored)
 
-    def _deduplicate(self, requests: list[AppendRequest], now_ms: int) -> None:
-        if self._window is not None and self._window.enabled:
-            deduplicate_round(self._window, requests, now_ms, self._commit_log.bodies_at)
+    async def _check_duplicates(self, requests: list[AppendRequest], now_ms: int) -> list[RoundSend]:
+        """The round's sends less the rows the duplicate window (or the round) already holds.
 
-    def _remember(self, current: Round) -> None:
-        if self._window is not None:
-            remember_round(self._window, current.requests, current.store_timestamp)
+        The window belongs to this writer, which checks one round at a time, so a large round is
+        looked up in the I/O thread; the first copies' bodies are read on the event loop, which
+        owns the commit log's segment lists and cache."""
+        window = self._window
+        if window is None or not window.enabled:
+            return [RoundSend.of(r, NO_DUPLICATES) for r in requests]
+        if sum(r.count for r in requests) >= _DEDUPLICATE_IN_IO_THREAD_ROWS:
+            loop = asyncio.get_running_loop()
+            repeats = await loop.run_in_executor(self._executor, find_repeats, window, requests, now_ms)
+        else:
+            repeats = find_repeats(window, requests, now_ms)
+        decided = await settle(requests, repeats, self._stored_bodies)
+        return [RoundSend.of(r, d) for r, d in zip(requests, decided, strict=True)]
+
+    async def _stored_bodies(self, offsets: Sequence[int]) -> list[bytes | None]:
+        return await read_bodies(self._commit_log, self._batch_at, offsets)
 
     def _build_and_write(self, current: Round) -> tuple[StoredBatch, int]:
         """Build the round's stored batch and write it (I/O thread, or the loop for a few records)."""
@@ -288,14 +314,14 @@ class CommitLogAppender:
     def _wire_records(self, current: Round) -> WireRecords:
         """The records of a round of standard sends, as standard pulls will return them."""
         records: list[bytes] = []
-        for request in current.requests:
-            for i, message in enumerate(request.messages or ()):
+        for send in current.sends:
+            for i, message in enumerate(send.messages or ()):
                 records.append(
                     encode_record(
-                        topic=request.topic,
-                        queue_id=request.queue_id,
-                        queue_offset=request.first_queue_offset + i,
-                        commit_log_offset=request.first_commit_log_offset + i,
+                        topic=send.topic,
+                        queue_id=send.queue_id,
+                        queue_offset=send.first_queue_offset + i,
+                        commit_log_offset=send.first_commit_log_offset + i,
                         body=message.body,
                         properties=message.properties,
                         flag=message.flag,
@@ -313,53 +339,53 @@ class CommitLogAppender:
 
     def _build(self, current: Round) -> pa.RecordBatch:
         pieces: list[pa.RecordBatch] = []
-        run: list[AppendRequest] = []
-        for request in current.requests:
-            if not request.count:  # duplicates only
+        run: list[RoundSend] = []
+        for send in current.sends:
+            if not send.count:  # duplicates only
                 continue
-            if request.messages is not None:
-                run.append(request)
+            if send.messages is not None:
+                run.append(send)
                 continue
             if run:
                 pieces.append(self._standard_piece(run, current.store_timestamp))
                 run = []
-            assert request.arrow is not None
+            assert send.arrow is not None
             pieces.append(
                 stored_batch_from_producer(
-                    request.arrow,
-                    topic=request.topic,
-                    queue_id=request.queue_id,
-                    first_queue_offset=request.first_queue_offset,
-                    first_commit_log_offset=request.first_commit_log_offset,
-                    born_timestamp=request.born_timestamp,
-                    born_host=request.born_host,
+                    send.arrow,
+                    topic=send.topic,
+                    queue_id=send.queue_id,
+                    first_queue_offset=send.first_queue_offset,
+                    first_commit_log_offset=send.first_commit_log_offset,
+                    born_timestamp=send.request.born_timestamp,
+                    born_host=send.request.born_host,
                     store_timestamp=current.store_timestamp,
                     store_host=self.store_host,
-                    properties=request.arrow_properties,
+                    properties=send.arrow_properties,
                 )
             )
         if run:
             pieces.append(self._standard_piece(run, current.store_timestamp))
         return pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
 
-    def _standard_piece(self, requests: list[AppendRequest], store_timestamp: int) -> pa.RecordBatch:
-        """One batch for a run of standard sends: every message of every request, in order."""
+    def _standard_piece(self, sends: list[RoundSend], store_timestamp: int) -> pa.RecordBatch:
+        """One batch for a run of standard sends: every message each stores, in order."""
         topics: list[str] = []
         queue_ids: list[int] = []
         queue_offsets: list[int] = []
         messages: list[StandardMessage] = []
-        for request in requests:
-            assert request.messages is not None
-            n = len(request.messages)
-            topics.extend([request.topic] * n)
-            queue_ids.extend([request.queue_id] * n)
-            queue_offsets.extend(range(request.first_queue_offset, request.first_queue_offset + n))
-            messages.extend(request.messages)
+        for send in sends:
+            assert send.messages is not None
+            n = len(send.messages)
+            topics.extend([send.topic] * n)
+            queue_ids.extend([send.queue_id] * n)
+            queue_offsets.extend(range(send.first_queue_offset, send.first_queue_offset + n))
+            messages.extend(send.messages)
         return stored_batch_from_rows(
             topics=topics,
             queue_ids=queue_ids,
             queue_offsets=queue_offsets,
-            first_commit_log_offset=requests[0].first_commit_log_offset,
+            first_commit_log_offset=sends[0].first_commit_log_offset,
             store_timestamp=store_timestamp,
             store_host=self.store_host,
             bodies=[m.body for m in messages],

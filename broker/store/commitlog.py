@@ -3,8 +3,11 @@
 Offsets are byte positions in one logical log; segment files hold consecutive ranges of it and
 are named by their first offset (20 digits, as RocketMQ names its files). A segment is closed once
 it reaches the configured size, so a record never spans two files. Blocking file work (`write`,
-`flush`) is meant for the store's I/O thread; bookkeeping (`reserve`, `register`, lookups) for the
-event loop. The two never touch the same state: writes use positional I/O on file descriptors.
+`sync`, `Segment.read`) is meant for the store's I/O and reader threads; bookkeeping (`reserve`,
+`register`, `locate`, the batch cache and the segment lists) belongs to the event loop, and no
+other thread touches it once the store serves (recovery runs before that, on the I/O thread). The
+two never share state: file work uses positional I/O on file descriptors, and a thread that reads
+a batch is handed its segment by the loop.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import pyarrow as pa
 from broker.store import record
 from broker.store.durability import make_directories
 from broker.store.growable import GrowableArray
-from broker.store.stored import Piece, StoredBatch, arrow_batches, as_batches, stored_size
+from broker.store.stored import StoredBatch, as_batches, stored_size
 from rocketspark.fileutil import fsync_directory
 
 log = logging.getLogger(__name__)
@@ -251,24 +254,6 @@ class CommitLog:
         if row >= int(segment.rows.view()[index]):
             return None
         return int(positions[index]), row
-
-    def bodies_at(self, commit_log_offsets: Sequence[int]) -> list[bytes | None]:
-        """The bodies of the messages at `commit_log_offsets` (None where there is none). Batches
-        not in the cache are read from disk on the calling thread: this serves the duplicate
-        window's rare hits, not reads."""
-        located = [self.locate(offset) for offset in commit_log_offsets]
-        rows_at: dict[int, list[int]] = {}
-        for where in located:
-            if where is not None:
-                rows_at.setdefault(where[0], []).append(where[1])
-        bodies: dict[tuple[int, int], bytes] = {}
-        for position, rows in rows_at.items():
-            stored = self.cached(position) or self.load(position)
-            ascending = np.unique(rows)
-            batch = arrow_batches([Piece(stored, ascending)])[0]
-            found = batch.column("body").to_pylist()
-            bodies.update(zip(((position, row) for row in ascending.tolist()), found, strict=True))
-        return [bodies[where] if where is not None else None for where in located]
 
     def batches_between(self, start: int, end: int) -> list[int]:
         """Positions of the records in [start, end), in log order."""

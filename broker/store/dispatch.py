@@ -86,7 +86,7 @@ class Dispatcher:
         assert placement is not None
         segment_start, store_ts = placement.segment.start, written.store_timestamp
         rows = self._sent_rows(segment_start)
-        for request in written.requests:
+        for request in written.sends:
             if not request.count:
                 continue
             assert request.messages is not None

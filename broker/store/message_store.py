@@ -67,6 +67,7 @@ class MessageStore:
             next_queue_offset=self.logics.next_queue_offset,
             on_stored=self._stored,
             on_synced=self._synced,
+            batch_at=self._batch_at,
             window=self.duplicates,
         )
         self._services = [

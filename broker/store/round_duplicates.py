@@ -1,9 +1,22 @@
 """Duplicate detection in the commit log writer: a round's sends checked against the window at once.
 
-:func:`deduplicate_round` runs before a round is placed: it drops the rows whose UNIQ_KEY the window
-holds (or an earlier row of the round carries) and notes, per send, where each dropped row's first
-copy is and which new keys it brings; :func:`remember_round` adds those keys once the round is
-written. See :mod:`broker.store.dedup` for the window itself.
+This module is the one home of a round's duplicate check; :mod:`broker.store.dedup` holds the window
+itself. Each attempt to write a round checks its sends afresh (a round that fails to build is split
+and each half is checked again), and what it decides lives in one immutable :class:`SendDuplicates`
+per send, never in the requests: a half is never answered with a first copy that was in a send of
+the other half, which may have been refused.
+
+The check has two steps:
+
+1. :func:`find_repeats` hashes the keys of the whole round, looks them up in the window and among
+   the round's earlier rows, and compares bodies within the round. It touches only the requests
+   (which nothing changes) and the window (which only the writer uses, one round at a time), so the
+   writer runs it in its I/O thread for large rounds.
+2. :func:`settle` compares the bodies of window hits with their first copies, read through
+   :func:`read_bodies` on the event loop (which owns the commit log's segment lists and cache), and
+   decides which rows are dropped.
+
+:func:`remember_round` adds the new keys once the round is written.
 
 A row is only dropped when its body is also the body of the first copy: a resend carries the same
 message, while some clients give two different messages one UNIQ_KEY (the C++ client
@@ -13,42 +26,72 @@ second). Such a row is stored, and its key stays with the first copy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
 from broker.store.append_requests import AppendRequest
+from broker.store.commitlog import CommitLog
 from broker.store.dedup import DuplicateWindow, StoredAt, deduplicated_topic, key_hash, key_hashes
+from broker.store.stored import Piece, StoredBatch, arrow_batches
 
 #: rounds of at most this many keys are checked one key at a time (numpy's fixed cost per call
 #: exceeds the per-key Python for them: a single send's check took 0.3 ms, now about 0.03 ms)
 SMALL_ROUND = 16
 
-#: the bodies of stored messages by commit log offset (None where gone): `CommitLog.bodies_at`
-StoredBodies = Callable[[Sequence[int]], list[bytes | None]]
+#: a row of the round attempt being checked: (its send's index in the round, its row in that send)
+InRound = tuple[int, int]
+
+#: the bodies of stored messages by commit log offset (None where gone), on the event loop
+StoredBodies = Callable[[Sequence[int]], Awaitable[list[bytes | None]]]
 
 
-def deduplicate_round(
-    window: DuplicateWindow, requests: list[AppendRequest], now_ms: int, stored_bodies: StoredBodies
-) -> None:
-    """Drop the rows whose UNIQ_KEY and body were stored within the window, or earlier in this round.
+@dataclass(frozen=True, slots=True)
+class SendDuplicates:
+    """What the check of one round attempt decided for one of its sends."""
+
+    first_copies: Mapping[int, StoredAt | InRound] = field(default_factory=dict)  # rows not stored
+    kept: np.ndarray | None = None  # the rows stored, ascending (None: all)
+    new_hashes: np.ndarray | None = None  # key hashes of the stored rows whose key is new to the window
+    new_rows: np.ndarray | None = None  # their rows among the stored rows
+
+
+NO_DUPLICATES = SendDuplicates()
+
+
+@dataclass(slots=True)
+class Repeats:
+    """Step one of a round's check: its rows whose key was seen before, by send index."""
+
+    # send -> row -> an earlier row of the round with the same key and body
+    in_round: dict[int, dict[int, InRound]] = field(default_factory=dict)
+    # (send, row, the key's first copy in the window): bodies not compared yet
+    in_window: list[tuple[int, int, StoredAt]] = field(default_factory=list)
+    # send -> (its rows whose key is new to the window, their key hashes)
+    new: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+def find_repeats(window: DuplicateWindow, requests: Sequence[AppendRequest], now_ms: int) -> Repeats:
+    """Step one of the check of a round (any thread, see the module's docstring).
 
     The whole round is hashed and looked up at once; Python runs per send only to hand out the
     results, and per row only for the rows whose key was seen.
     """
-    sends = [r for r in requests if not r.deduplicated and deduplicated_topic(r.topic)]
-    if not sends:
-        return
-    for send in sends:
-        send.deduplicated = True
+    repeats = Repeats()
+    checked = [i for i, r in enumerate(requests) if deduplicated_topic(r.topic)]
+    if not checked or not window.enabled:
+        return repeats
+    sends = [requests[i] for i in checked]
     if all(s.messages is not None for s in sends) and sum(s.count for s in sends) <= SMALL_ROUND:
-        _deduplicate_small_round(window, sends, now_ms, stored_bodies)
-        return
+        _find_repeats_one_by_one(window, requests, checked, now_ms, repeats)
+        return repeats
     counts = np.fromiter((r.count for r in sends), dtype=np.int64, count=len(sends))
     hashes, present = _round_key_hashes(sends)
     if not present.any():
-        return
+        return repeats
     starts = np.cumsum(counts) - counts
     keyed = np.flatnonzero(present)  # rows of the round that carry a key
     send_of = np.searchsorted(starts, keyed, side="right") - 1
@@ -57,92 +100,142 @@ def deduplicate_round(
     found = window.lookup(hashes, now_ms)
     first_row = _first_rows(hashes)
     seen = found.hit if first_row is None else found.hit | (first_row != np.arange(len(hashes)))
-    candidates = np.flatnonzero(seen).tolist()
-    hits = [j for j in candidates if found.hit[j]]
-    earlier_bodies = dict(zip(hits, stored_bodies([int(found.commit_log_offsets[j]) for j in hits]), strict=True))
-    for j in candidates:
-        send = sends[send_of[j]]
-        body = _body(send, int(rows[j]))
+    for j in np.flatnonzero(seen).tolist():
+        send, row = checked[send_of[j]], int(rows[j])
         if found.hit[j]:
-            if earlier_bodies[j] == body:
-                send.duplicate_of[int(rows[j])] = found.at(j)
-        else:  # a later row of a key new in this round
-            assert first_row is not None
-            k = first_row[j]
-            if _body(sends[send_of[k]], int(rows[k])) == body:
-                send.duplicate_of[int(rows[j])] = (sends[send_of[k]], int(rows[k]))
-    for send in sends:
-        if send.duplicate_of:
-            _drop_rows(send)
+            repeats.in_window.append((send, row, found.at(j)))
+            continue
+        assert first_row is not None  # a later row of a key new in this round
+        k = int(first_row[j])
+        first = (checked[send_of[k]], int(rows[k]))
+        if _body(requests[first[0]], first[1]) == _body(requests[send], row):
+            repeats.in_round.setdefault(send, {})[row] = first
     new = ~seen
     new_send, new_rows, new_hashes = send_of[new], rows[new], hashes[new]
     bounds = np.searchsorted(new_send, np.arange(len(sends) + 1))
-    for i, send in enumerate(sends):
+    for i, send in enumerate(checked):
         lo, hi = int(bounds[i]), int(bounds[i + 1])
-        if lo == hi:
-            continue
-        send.new_hashes = new_hashes[lo:hi]
-        send.new_rows = new_rows[lo:hi] if send.kept is None else np.searchsorted(send.kept, new_rows[lo:hi])
+        if lo < hi:
+            repeats.new[send] = (new_rows[lo:hi], new_hashes[lo:hi])
+    return repeats
 
 
-def _deduplicate_small_round(
-    window: DuplicateWindow, sends: list[AppendRequest], now_ms: int, stored_bodies: StoredBodies
+def _find_repeats_one_by_one(
+    window: DuplicateWindow, requests: Sequence[AppendRequest], checked: list[int], now_ms: int, repeats: Repeats
 ) -> None:
-    """:func:`deduplicate_round` for a few standard messages, one key at a time in Python."""
-    seen: dict[int, tuple[AppendRequest, int]] = {}
-    seen_bodies: dict[int, bytes] = {}  # kept apart: a send's messages are cut down once checked
-    for send in sends:
+    """:func:`find_repeats` for a few standard messages, one key at a time in Python."""
+    seen: dict[int, InRound] = {}
+    for send in checked:
+        topic = requests[send].topic
         new_rows: list[int] = []
         new_hashes: list[int] = []
-        for row, message in enumerate(send.messages or ()):
+        for row, message in enumerate(requests[send].messages or ()):
             if not message.uniq_key:
                 continue
-            hashed = key_hash(send.topic, message.uniq_key)
-            first = seen.get(hashed) or window.lookup_one(hashed, now_ms)
-            if first is not None:
-                if isinstance(first, StoredAt):
-                    same = stored_bodies([first.commit_log_offset])[0] == message.body
-                else:
-                    same = seen_bodies[hashed] == message.body
-                if same:
-                    send.duplicate_of[row] = first
+            hashed = key_hash(topic, message.uniq_key)
+            earlier = seen.get(hashed)
+            if earlier is not None:
+                if _body(requests[earlier[0]], earlier[1]) == message.body:
+                    repeats.in_round.setdefault(send, {})[row] = earlier
+                continue
+            stored = window.lookup_one(hashed, now_ms)
+            if stored is not None:
+                repeats.in_window.append((send, row, stored))
                 continue
             seen[hashed] = (send, row)
-            seen_bodies[hashed] = message.body
             new_rows.append(row)
             new_hashes.append(hashed)
-        if send.duplicate_of:
-            _drop_rows(send)
         if new_rows:
-            rows = np.array(new_rows, dtype=np.int64)
-            send.new_hashes = np.array(new_hashes, dtype=np.uint64)
-            send.new_rows = rows if send.kept is None else np.searchsorted(send.kept, rows)
+            repeats.new[send] = (np.array(new_rows, dtype=np.int64), np.array(new_hashes, dtype=np.uint64))
 
 
-def remember_round(window: DuplicateWindow, requests: list[AppendRequest], store_timestamp: int) -> None:
-    """Add the keys a written round stored to the duplicate window."""
-    keyed = [r for r in requests if r.new_hashes is not None and len(r.new_hashes)]
+async def settle(
+    requests: Sequence[AppendRequest], repeats: Repeats, stored_bodies: StoredBodies
+) -> list[SendDuplicates]:
+    """Step two (event loop): compare window hits with their first copies' bodies; what each send
+    of the round stores, in the order of `requests`."""
+    first_copies: dict[int, dict[int, StoredAt | InRound]] = {s: dict(r) for s, r in repeats.in_round.items()}
+    if repeats.in_window:
+        bodies = await stored_bodies([where.commit_log_offset for _, _, where in repeats.in_window])
+        for (send, row, where), body in zip(repeats.in_window, bodies, strict=True):
+            if body is not None and body == _body(requests[send], row):
+                first_copies.setdefault(send, {})[row] = where
+    decided: list[SendDuplicates] = []
+    for send, request in enumerate(requests):
+        copies = first_copies.get(send, {})
+        new_rows, new_hashes = repeats.new.get(send, (None, None))
+        if not copies and new_rows is None:
+            decided.append(NO_DUPLICATES)
+            continue
+        kept = None
+        if copies:
+            keep = np.ones(request.count, dtype=bool)
+            keep[list(copies)] = False
+            kept = np.flatnonzero(keep)
+            if new_rows is not None:
+                new_rows = np.searchsorted(kept, new_rows)
+        decided.append(SendDuplicates(copies, kept, new_hashes, new_rows))
+    return decided
+
+
+async def read_bodies(
+    commit_log: CommitLog, batch_at: Callable[[int], Awaitable[StoredBatch]], offsets: Sequence[int]
+) -> list[bytes | None]:
+    """The bodies of the stored messages at `offsets`, None where there is none (event loop).
+
+    `batch_at` gives the stored batch at a position, from the cache or read on a reader thread.
+    """
+    located = [commit_log.locate(offset) for offset in offsets]
+    rows_at: dict[int, list[int]] = {}
+    for where in located:
+        if where is not None:
+            rows_at.setdefault(where[0], []).append(where[1])
+    positions = list(rows_at)
+    batches = await asyncio.gather(*(_batch_or_none(batch_at, position) for position in positions))
+    bodies: dict[tuple[int, int], bytes] = {}
+    for position, stored in zip(positions, batches, strict=True):
+        if stored is None:
+            continue
+        ascending = np.unique(rows_at[position])
+        found = arrow_batches([Piece(stored, ascending)])[0].column("body").to_pylist()
+        bodies.update(zip(((position, row) for row in ascending.tolist()), found, strict=True))
+    return [bodies.get(where) if where is not None else None for where in located]
+
+
+async def _batch_or_none(batch_at: Callable[[int], Awaitable[StoredBatch]], position: int) -> StoredBatch | None:
+    try:
+        return await batch_at(position)
+    except LookupError:  # its segment expired meanwhile: the first copy is gone
+        return None
+
+
+def remember_round(
+    window: DuplicateWindow, store_timestamp: int, sends: Sequence[tuple[SendDuplicates, StoredAt]]
+) -> None:
+    """Add the keys a written round stored to the duplicate window; `sends`: each send's check and
+    where its first stored row went."""
+    keyed = [(d, at) for d, at in sends if d.new_hashes is not None and len(d.new_hashes)]
     if not keyed:
         return
-    counts = [len(r.new_hashes) for r in keyed]  # type: ignore[arg-type]
+    counts = [len(d.new_hashes) for d, _ in keyed]  # type: ignore[arg-type]
     if sum(counts) <= SMALL_ROUND:
-        for send in keyed:
-            assert send.new_hashes is not None and send.new_rows is not None
-            for hashed, row in zip(send.new_hashes.tolist(), send.new_rows.tolist(), strict=True):
-                where = (send.queue_id, send.first_queue_offset + row, send.first_commit_log_offset + row)
+        for duplicates, at in keyed:
+            assert duplicates.new_hashes is not None and duplicates.new_rows is not None
+            for hashed, row in zip(duplicates.new_hashes.tolist(), duplicates.new_rows.tolist(), strict=True):
+                where = (at.queue_id, at.queue_offset + row, at.commit_log_offset + row)
                 window.add_one(store_timestamp, hashed, where)
         return
-    rows = np.concatenate([r.new_rows for r in keyed])
+    rows = np.concatenate([d.new_rows for d, _ in keyed])
 
     def per_row(values: list[int]) -> np.ndarray:
         return np.repeat(np.array(values, dtype=np.int64), counts)
 
     window.add(
         store_timestamp,
-        np.concatenate([r.new_hashes for r in keyed]),
-        per_row([r.queue_id for r in keyed]),
-        per_row([r.first_queue_offset for r in keyed]) + rows,
-        per_row([r.first_commit_log_offset for r in keyed]) + rows,
+        np.concatenate([d.new_hashes for d, _ in keyed]),
+        per_row([at.queue_id for _, at in keyed]),
+        per_row([at.queue_offset for _, at in keyed]) + rows,
+        per_row([at.commit_log_offset for _, at in keyed]) + rows,
     )
 
 
@@ -187,24 +280,9 @@ def arrow_key_hashes(send: AppendRequest) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _body(send: AppendRequest, row: int) -> bytes:
-    """The body of row `row` of a send not yet cut down to its kept rows."""
+    """The body of row `row` of a send, as it came."""
     if send.messages is not None:
         return send.messages[row].body
     assert send.arrow is not None
     body: bytes = send.arrow.column("body")[row].as_py()
     return body
-
-
-def _drop_rows(send: AppendRequest) -> None:
-    """Keep only the rows of `send` that are not duplicates."""
-    keep = np.ones(send.count, dtype=bool)
-    keep[list(send.duplicate_of)] = False
-    send.kept = np.flatnonzero(keep)
-    if send.messages is not None:
-        send.messages = [send.messages[i] for i in send.kept.tolist()]
-        return
-    assert send.arrow is not None
-    mask = pa.array(keep)
-    send.arrow = send.arrow.filter(mask)
-    if send.arrow_properties is not None:
-        send.arrow_properties = send.arrow_properties.filter(mask)

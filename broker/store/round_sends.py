@@ -1,0 +1,98 @@
+"""A send as one attempt at a round stores it: the rows its duplicate check kept, where they go, its answer.
+
+The commit log writer makes a :class:`RoundSend` of each request every time it tries to write a
+round, so nothing one attempt decided (rows dropped as duplicates, offsets) outlives it: a round that
+fails is split, and each half is checked and placed afresh from the unchanged requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from broker.store.append_requests import AppendRequest, StandardMessage
+from broker.store.dedup import StoredAt
+from broker.store.results import PutResult, PutStatus
+from broker.store.round_duplicates import SendDuplicates
+
+
+@dataclass(eq=False, slots=True)
+class RoundSend:
+    request: AppendRequest
+    duplicates: SendDuplicates
+    # the rows stored: the request's, less its duplicates
+    messages: list[StandardMessage] | None
+    arrow: pa.RecordBatch | None
+    arrow_properties: pa.StringArray | None
+    # set when the round is placed
+    first_queue_offset: int = 0
+    first_commit_log_offset: int = 0
+
+    @classmethod
+    def of(cls, request: AppendRequest, duplicates: SendDuplicates) -> RoundSend:
+        kept = duplicates.kept
+        if kept is None:
+            return cls(request, duplicates, request.messages, request.arrow, request.arrow_properties)
+        if request.messages is not None:
+            return cls(request, duplicates, [request.messages[i] for i in kept.tolist()], None, None)
+        assert request.arrow is not None
+        keep = np.zeros(request.count, dtype=bool)
+        keep[kept] = True
+        mask = pa.array(keep)
+        properties = request.arrow_properties.filter(mask) if request.arrow_properties is not None else None
+        return cls(request, duplicates, None, request.arrow.filter(mask), properties)
+
+    @property
+    def topic(self) -> str:
+        return self.request.topic
+
+    @property
+    def queue_id(self) -> int:
+        return self.request.queue_id
+
+    @property
+    def count(self) -> int:
+        """Rows stored."""
+        if self.messages is not None:
+            return len(self.messages)
+        assert self.arrow is not None
+        return int(self.arrow.num_rows)
+
+    @property
+    def first_stored(self) -> StoredAt:
+        return StoredAt(self.queue_id, self.first_queue_offset, self.first_commit_log_offset)
+
+    def position(self, row: int) -> StoredAt:
+        """Where row `row` of the request went (a row this send stores)."""
+        kept = self.duplicates.kept
+        index = row if kept is None else int(np.searchsorted(kept, row))
+        return StoredAt(self.queue_id, self.first_queue_offset + index, self.first_commit_log_offset + index)
+
+    def result(self, status: PutStatus, round_sends: Sequence[RoundSend]) -> PutResult:
+        """The answer to the send, once its round (`round_sends`, in order) is stored."""
+        first_copies = self.duplicates.first_copies
+        if not first_copies:
+            return PutResult(status, self.queue_id, self.first_queue_offset, self.count, self.first_commit_log_offset)
+        duplicates = {
+            row: where if isinstance(where, StoredAt) else round_sends[where[0]].position(where[1])
+            for row, where in first_copies.items()
+        }
+        row_offsets = None
+        if self.messages is not None:
+            row_offsets = tuple(
+                duplicates[row].commit_log_offset if row in duplicates else self.position(row).commit_log_offset
+                for row in range(self.request.count)
+            )
+        first = self.first_stored if self.count else duplicates[0]
+        return PutResult(
+            status,
+            first.queue_id,
+            first.queue_offset,
+            self.count,
+            first.commit_log_offset,
+            len(duplicates),
+            row_offsets,
+        )
