@@ -71,6 +71,10 @@ class BrokerConfig:
     tls_server_mode: str | None = field(default=None, metadata=wire("tls.server.mode"))
     tls_server_cert_path: Path | None = field(default=None, metadata=wire("tls.server.certPath"))
     tls_server_key_path: Path | None = field(default=None, metadata=wire("tls.server.keyPath"))
+    # the broker's own connections to the name servers: TLS with tls.enable, verified against the
+    # system's CAs or the PEM CA file tls.client.trustCertPath
+    tls_enable: bool = field(default=False, metadata=wire("tls.enable"))
+    tls_client_trust_cert_path: Path | None = field(default=None, metadata=wire("tls.client.trustCertPath"))
     # access control (docs/security.md), off by default: accounts from plainAclFile (our key), else
     # from $ROCKETMQ_HOME/conf/plain_acl.yml as Apache RocketMQ reads them
     acl_enable: bool = False

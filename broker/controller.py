@@ -75,7 +75,7 @@ class BrokerController:
             max_in_flight_per_connection=config.max_in_flight_requests_per_connection,
             tls=config.server_tls(),
         )
-        self.client = RemotingClient()
+        self.client = RemotingClient(use_tls=config.tls_enable, tls_trust=config.tls_client_trust_cert_path)
         self.stats = BrokerStats()
         # config files are fsynced on a thread of their own, never on the event loop
         self._config_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="config-io")
