@@ -88,7 +88,7 @@ class ScheduleMessageService:
         """Deliver the level's messages stored by `stored_by_ms`; how many were delivered."""
         delivered = 0
         while True:
-            offset, due = self._store.stored_by(
+            offset, due = await self._store.stored_by(
                 SCHEDULE_TOPIC, level - 1, self.offsets.get(level, 0), stored_by_ms, _STEP_MESSAGES
             )
             if offset != self.offsets.get(level, 0):

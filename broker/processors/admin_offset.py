@@ -36,9 +36,9 @@ class OffsetAdminProcessor:
         table.register(RequestCode.GET_EARLIEST_MSG_STORETIME, self.earliest_store_time)
         table.register(RequestCode.GET_CONSUME_STATS, self.consume_stats)
 
-    def search_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def search_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(SearchOffsetRequestHeader)
-        offset = self.broker.store.offset_for_timestamp(header.topic, header.queue_id, header.timestamp)
+        offset = await self.broker.store.offset_for_timestamp(header.topic, header.queue_id, header.timestamp)
         return request.response(header=OffsetResponseHeader(offset))
 
     def max_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -53,12 +53,12 @@ class OffsetAdminProcessor:
             header=OffsetResponseHeader(self.broker.store.min_offset(header.topic, header.queue_id))
         )
 
-    def earliest_store_time(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def earliest_store_time(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(QueueRequestHeader)
-        timestamp = self.broker.store.earliest_store_time(header.topic, header.queue_id)
+        timestamp = await self.broker.store.earliest_store_time(header.topic, header.queue_id)
         return request.response(header=TimestampResponseHeader(timestamp))
 
-    def consume_stats(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def consume_stats(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(GetConsumeStatsRequestHeader)
         broker = self.broker
         offsets = broker.consumer_offsets
@@ -75,6 +75,6 @@ class OffsetAdminProcessor:
                     broker_offset=broker.store.max_offset(topic, queue_id),
                     consumer_offset=consumer_offset,
                     pull_offset=consumer_offset,
-                    last_timestamp=broker.store.store_time_at(topic, queue_id, consumer_offset - 1),
+                    last_timestamp=await broker.store.store_time_at(topic, queue_id, consumer_offset - 1),
                 )
         return request.response(body=stats.to_json())

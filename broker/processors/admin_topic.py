@@ -76,14 +76,14 @@ class TopicAdminProcessor:
     def all_topic_config(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         return request.response(body=self.broker.topics.wrapper().to_json())
 
-    def topic_stats(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def topic_stats(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(TopicRequestHeader)
         config = self.broker.topics.get(header.topic)
         if config is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
         table = TopicStatsTable()
         for queue_id in range(config.write_queue_nums):
-            stats = self.broker.store.queue_stats(header.topic, queue_id)
+            stats = await self.broker.store.queue_stats(header.topic, queue_id)
             queue = MessageQueue(header.topic, self.broker.config.broker_name, queue_id)
             table.offset_table[queue] = TopicOffset(stats.min_offset, stats.max_offset, stats.last_store_timestamp)
         return request.response(body=table.to_json())

@@ -9,8 +9,11 @@ keeps its offsets after a restart.
 Only a queue's tail stays in memory: the entries not yet written to its files and the rest of the
 block of `BLOCK_ENTRIES` they fall in. Older entries are read back from the files a block at a time
 through a `BlockCache` shared by all queues, so memory does not grow with the number of messages
-stored. Blocks are read on the event loop: a block is 32 KiB that was written through the page
-cache, which costs less than a hop to the I/O thread.
+stored. Entries below the tail are written and never change while the store serves (recovery alone
+truncates them; retention deletes files only after the reads running at that moment), so the store
+reads them on its reader threads: the event loop names the blocks it lacks (`BlockRead`) or the
+range a search must probe (`FieldSearch`), a reader thread reads them, and the loop caches the
+blocks. `entries` with blocks not cached reads them itself (blocking: recovery).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import bisect
 import itertools
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +51,65 @@ class PendingFlush:
     entries: np.ndarray
 
 
+def read_entries(directory: Path, entries_per_file: int, start: int, end: int) -> np.ndarray:
+    """Written entries [start, end) of the queue whose files are in `directory` (blocking)."""
+    result = np.empty(max(end - start, 0), dtype=CQ_ENTRY)
+    offset = start
+    while offset < end:
+        file_start = offset - offset % entries_per_file
+        count = min(end, file_start + entries_per_file) - offset
+        path = directory / f"{file_start:020d}"
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, count * CQ_ENTRY.itemsize, (offset - file_start) * CQ_ENTRY.itemsize)
+        finally:
+            os.close(fd)
+        if len(data) != count * CQ_ENTRY.itemsize:
+            raise OSError(f"consume queue file {path} ends before offset {offset + count}")
+        result[offset - start : offset - start + count] = np.frombuffer(data, dtype=CQ_ENTRY)
+        offset += count
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRead:
+    """A block of a queue's written entries to read off the event loop: entries [start, end)."""
+
+    directory: Path
+    entries_per_file: int
+    block: int
+    start: int
+    end: int
+
+    def read(self) -> np.ndarray:
+        return read_entries(self.directory, self.entries_per_file, self.start, self.end)
+
+
+def read_blocks(reads: list[BlockRead]) -> list[np.ndarray]:
+    return [read.read() for read in reads]
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSearch:
+    """A binary search among written entries [low, high) for the first whose `field` (non-decreasing
+    along the queue) is at least `value`; `high` when none is."""
+
+    directory: Path
+    entries_per_file: int
+    field: str
+    value: int
+    low: int
+    high: int
+
+    def run(self) -> int:
+        """Probe one entry at a time (blocking)."""
+
+        def value_at(offset: int) -> int:
+            return int(read_entries(self.directory, self.entries_per_file, offset, offset + 1)[self.field][0])
+
+        return bisect.bisect_left(range(self.low, self.high), self.value, key=value_at) + self.low
+
+
 class ConsumeQueue:
     def __init__(self, topic: str, queue_id: int, directory: Path, entries_per_file: int, cache: BlockCache) -> None:
         self.topic = topic
@@ -65,10 +128,12 @@ class ConsumeQueue:
         """The next logical offset to be written, i.e. the number of messages ever stored."""
         return self._tail_start + len(self._tail)
 
-    def entries(self, start: int, count: int) -> np.ndarray:
-        """Up to `count` entries from logical offset `start` (clamped to what exists), read-only."""
-        begin = max(start, self.min_offset)
-        end = min(begin + max(count, 0), self.max_offset)
+    def entries(self, start: int, count: int, loaded: Mapping[int, np.ndarray] | None = None) -> np.ndarray:
+        """Up to `count` entries from logical offset `start` (clamped to what exists), read-only.
+
+        `loaded`: blocks gathered for this call (see `gather_blocks`); others come from the cache
+        or, when not there, from the files (blocking)."""
+        begin, end = self._clamped(start, count)
         if begin >= end:
             return self._tail.view()[:0]
         if begin >= self._tail_start:
@@ -77,7 +142,7 @@ class ConsumeQueue:
         offset = begin
         while offset < min(end, self._tail_start):
             block = offset // BLOCK_ENTRIES
-            entries = self._block(block)
+            entries = loaded[block] if loaded and block in loaded else self._block(block)
             block_start = (block + 1) * BLOCK_ENTRIES - len(entries)
             part = entries[offset - block_start : min(end, (block + 1) * BLOCK_ENTRIES) - block_start]
             parts.append(part)
@@ -85,6 +150,35 @@ class ConsumeQueue:
         if offset < end:
             parts.append(self._tail.view()[: end - self._tail_start])
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _clamped(self, start: int, count: int) -> tuple[int, int]:
+        begin = max(start, self.min_offset)
+        return begin, min(begin + max(count, 0), self.max_offset)
+
+    def gather_blocks(self, start: int, count: int, loaded: dict[int, np.ndarray]) -> list[BlockRead]:
+        """For `entries(start, count, loaded)` without file reads (event loop): puts the blocks of
+        the range found in the cache into `loaded` (so evictions cannot take them meanwhile), and
+        answers the reads of the others."""
+        begin, end = self._clamped(start, count)
+        end = min(end, self._tail_start)
+        reads = []
+        for block in range(begin // BLOCK_ENTRIES, (end - 1) // BLOCK_ENTRIES + 1 if begin < end else 0):
+            if block in loaded:
+                continue
+            cached = self._cache.get(self._serial, block)
+            if cached is not None:
+                loaded[block] = cached
+            else:
+                first = max(block * BLOCK_ENTRIES, self.min_offset)
+                reads.append(
+                    BlockRead(self.directory, self.entries_per_file, block, first, (block + 1) * BLOCK_ENTRIES)
+                )
+        return reads
+
+    def keep_blocks(self, loaded: Mapping[int, np.ndarray]) -> None:
+        """Cache blocks read off the loop (event loop)."""
+        for block, entries in loaded.items():
+            self._cache.put(self._serial, block, entries)
 
     def _block(self, block: int) -> np.ndarray:
         """The entries of block `block` that are at or above the queue's minimum offset when read;
@@ -97,32 +191,23 @@ class ConsumeQueue:
         return cached
 
     def _read_files(self, start: int, end: int) -> np.ndarray:
-        """Entries [start, end) from the queue's files (blocking: see the module's docstring)."""
-        result = np.empty(max(end - start, 0), dtype=CQ_ENTRY)
-        offset = start
-        while offset < end:
-            file_start = offset - offset % self.entries_per_file
-            count = min(end, file_start + self.entries_per_file) - offset
-            path = self.directory / f"{file_start:020d}"
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                data = os.pread(fd, count * CQ_ENTRY.itemsize, (offset - file_start) * CQ_ENTRY.itemsize)
-            finally:
-                os.close(fd)
-            if len(data) != count * CQ_ENTRY.itemsize:
-                raise OSError(f"consume queue file {path} ends before offset {offset + count}")
-            result[offset - start : offset - start + count] = np.frombuffer(data, dtype=CQ_ENTRY)
-            offset += count
-        return result
+        return read_entries(self.directory, self.entries_per_file, start, end)
 
-    def _first_at_least(self, field: str, value: int) -> int:
+    def search(self, field: str, value: int) -> int | FieldSearch:
         """The first offset whose entry's `field` (non-decreasing along the queue) is at least
-        `value`; the max offset if there is none."""
+        `value` (the max offset if there is none), when the tail answers; else the search to run
+        among the written entries (event loop)."""
         tail = self._tail.view()
         if len(tail) and int(tail[field][0]) < value:
             return self._tail_start + int(np.searchsorted(tail[field], value, side="left"))
-        on_disk = range(self.min_offset, self._tail_start)
-        return self.min_offset + bisect.bisect_left(on_disk, value, key=lambda o: int(self.entries(o, 1)[field][0]))
+        if self._tail_start <= self.min_offset:  # nothing written below the tail
+            return self.min_offset
+        return FieldSearch(self.directory, self.entries_per_file, field, value, self.min_offset, self._tail_start)
+
+    def _first_at_least(self, field: str, value: int) -> int:
+        """`search`, run here (blocking: recovery and retention)."""
+        found = self.search(field, value)
+        return found if isinstance(found, int) else found.run()
 
     def _start_tail_at(self, offset: int) -> None:
         """Keep entries [offset, max offset) in memory and forget cached blocks (they may change)."""
@@ -265,20 +350,10 @@ class ConsumeQueue:
 
     # -- queries -------------------------------------------------------------------------------
 
-    def offset_for_timestamp(self, timestamp_ms: int) -> int:
-        """The first offset stored at or after `timestamp_ms`; the max offset if none is."""
-        return self._first_at_least("store_ts", timestamp_ms)
-
     def last_offset_before(self, batch_pos: int) -> int | None:
         """The last offset whose batch is stored before commit log offset `batch_pos`."""
         offset = self._first_at_least("batch_pos", batch_pos) - 1
         return offset if offset >= self.min_offset else None
-
-    def earliest_store_time(self) -> int:
-        return int(self.entries(self.min_offset, 1)["store_ts"][0]) if self.max_offset > self.min_offset else 0
-
-    def last_entry(self) -> np.void | None:
-        return self.entries(self.max_offset - 1, 1)[0] if self.max_offset > self.min_offset else None
 
     def delete_files(self) -> None:
         self._cache.drop_owner(self._serial)

@@ -7,6 +7,7 @@ disk never stalls other clients. Startup recovers in that thread before anything
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -21,6 +22,7 @@ from broker.store.appender import CommitLogAppender, Round
 from broker.store.checkpoint import Checkpoint
 from broker.store.commitlog import CommitLog
 from broker.store.config import FlushDiskType, StoreConfig
+from broker.store.consume_queue import ConsumeQueue, read_blocks
 from broker.store.dedup import DuplicateWindow
 from broker.store.dispatch import ArrivalListener, Dispatcher
 from broker.store.index import key_hash
@@ -272,38 +274,58 @@ class MessageStore:
         queue = self.queues.get((topic, queue_id))
         return queue.min_offset if queue else 0
 
-    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+    async def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first offset stored at or after `timestamp_ms`; the max offset if none is."""
         queue = self.queues.get((topic, queue_id))
-        return queue.offset_for_timestamp(timestamp_ms) if queue else 0
+        if queue is None:
+            return 0
+        found = queue.search("store_ts", timestamp_ms)
+        if isinstance(found, int):
+            return found
+        return max(await self._reads.submit(found.run), queue.min_offset)
 
-    def earliest_store_time(self, topic: str, queue_id: int) -> int:
+    async def earliest_store_time(self, topic: str, queue_id: int) -> int:
         queue = self.queues.get((topic, queue_id))
-        return queue.earliest_store_time() if queue else 0
+        if queue is None or queue.max_offset <= queue.min_offset:
+            return 0
+        return int((await self._entries(queue, queue.min_offset, 1))["store_ts"][0])
 
-    def store_time_at(self, topic: str, queue_id: int, offset: int) -> int:
+    async def store_time_at(self, topic: str, queue_id: int, offset: int) -> int:
         """Store time of the message at `offset`, 0 when there is none."""
         queue = self.queues.get((topic, queue_id))
         if queue is None or not queue.min_offset <= offset < queue.max_offset:
             return 0
-        return int(queue.entries(offset, 1)["store_ts"][0])
+        return int((await self._entries(queue, offset, 1))["store_ts"][0])
 
-    def stored_by(self, topic: str, queue_id: int, offset: int, timestamp_ms: int, limit: int) -> tuple[int, int]:
+    async def stored_by(self, topic: str, queue_id: int, offset: int, timestamp_ms: int, limit: int) -> tuple[int, int]:
         """From `offset` (or the queue's first offset, when later): that offset, and how many of the
         next messages (at most `limit`) were stored at or before `timestamp_ms`, in a row."""
         queue = self.queues.get((topic, queue_id))
         if queue is None:
             return offset, 0
         begin = max(offset, queue.min_offset)
-        stamps = queue.entries(begin, limit)["store_ts"]
+        stamps = (await self._entries(queue, begin, limit))["store_ts"]
         later = np.flatnonzero(stamps > timestamp_ms)
         return begin, int(later[0]) if len(later) else len(stamps)
 
-    def queue_stats(self, topic: str, queue_id: int) -> QueueStats:
+    async def queue_stats(self, topic: str, queue_id: int) -> QueueStats:
         queue = self.queues.get((topic, queue_id))
         if queue is None:
             return QueueStats(0, 0, 0)
-        last = queue.last_entry()
-        return QueueStats(queue.min_offset, queue.max_offset, int(last["store_ts"]) if last is not None else 0)
+        low, high = queue.min_offset, queue.max_offset
+        last = int((await self._entries(queue, high - 1, 1))["store_ts"][0]) if high > low else 0
+        return QueueStats(low, high, last)
+
+    async def _entries(self, queue: ConsumeQueue, start: int, count: int) -> np.ndarray:
+        """`queue.entries(start, count)`, its blocks not in the cache read on a reader thread."""
+        loaded: dict[int, np.ndarray] = {}
+        while reads := queue.gather_blocks(start, count, loaded):
+            blocks = await self._reads.submit(functools.partial(read_blocks, reads))
+            read = dict(zip([r.block for r in reads], blocks, strict=True))
+            if self.queues.get((queue.topic, queue.queue_id)) is queue:  # else deleted meanwhile
+                queue.keep_blocks(read)
+            loaded.update(read)
+        return queue.entries(start, count, loaded)
 
     async def get_messages(
         self,
@@ -335,8 +357,8 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, low if low == 0 else high, low, high)
 
         # a tag filter may skip messages: look further ahead than the messages wanted
-        scanned = queue.entries(
-            offset, max(_MIN_SCAN_ENTRIES, max_messages) if tag_codes_filter is not None else max_messages
+        scanned = await self._entries(
+            queue, offset, max(_MIN_SCAN_ENTRIES, max_messages) if tag_codes_filter is not None else max_messages
         )
         if tag_codes_filter is not None:
             candidates = np.flatnonzero(np.isin(scanned["tags_code"], np.fromiter(tag_codes_filter, np.int64)))

@@ -109,7 +109,7 @@ def test_truncation_then_new_entries(tmp_path: Path, keep: int) -> None:
 def test_files_before_hash_slots_are_converted(tmp_path: Path) -> None:
     entries = generated(COUNT)
     legacy = np.zeros(COUNT, dtype=LEGACY_ENTRY)
-    for name in LEGACY_ENTRY.names:
+    for name in ("hash", "commit_log_offset", "store_ts"):
         legacy[name] = entries[name]
     tmp_path.joinpath(f"{SEGMENT:020d}").write_bytes(legacy.tobytes())
     service = reopened(tmp_path)
@@ -127,3 +127,23 @@ def test_slot_table_size_is_kept_per_file(tmp_path: Path) -> None:
     assert service.files[SEGMENT].slot_count == SLOTS
     assert looked_up(service, int(entries["hash"][5])) == scanned(entries, int(entries["hash"][5]))
     assert isinstance(service.files[SEGMENT], IndexFile)
+
+
+def test_files_know_their_time_range_and_lookups_outside_it_leave_them_out(tmp_path: Path) -> None:
+    entries = generated(COUNT)
+    service = filled(tmp_path, entries, flush_every=1_000)
+    first, last = int(entries["store_ts"][0]), int(entries["store_ts"][-1])
+    target = int(entries["hash"][5])
+    assert (service.files[SEGMENT].begin_ts, service.files[SEGMENT].end_ts) == (first, last)
+    crashed = reopened(tmp_path)  # slot table never written: the range comes from the entries
+    assert (crashed.files[SEGMENT].begin_ts, crashed.files[SEGMENT].end_ts) == (first, last)
+    written = service.tables_to_write(everything=True)
+    for index_file, slots, covered in written:
+        index_file.write_slots(slots, covered)
+    again = reopened(tmp_path)  # from the header
+    assert again.files[SEGMENT].slots is None
+    assert (again.files[SEGMENT].begin_ts, again.files[SEGMENT].end_ts) == (first, last)
+    assert again.lookup(target, 0, first - 1).walks == ()
+    assert again.lookup(target, last + 1, 2**62).walks == ()
+    assert looked_up(again, target, last, last + 5) == scanned(entries, target, last, last + 5)
+    assert looked_up(again, target) == scanned(entries, target)

@@ -243,10 +243,10 @@ async def test_search_by_time_and_earliest_store_time(open_store: StoreFactory) 
     middle = int(time.time() * 1000)
     await asyncio.sleep(0.02)
     await store.put_messages("T", 0, [message(b"b")])
-    assert store.offset_for_timestamp("T", 0, 0) == 0
-    assert store.offset_for_timestamp("T", 0, middle) == 1
-    assert store.offset_for_timestamp("T", 0, middle + 10_000) == 2
-    earliest = store.earliest_store_time("T", 0)
+    assert await store.offset_for_timestamp("T", 0, 0) == 0
+    assert await store.offset_for_timestamp("T", 0, middle) == 1
+    assert await store.offset_for_timestamp("T", 0, middle + 10_000) == 2
+    earliest = await store.earliest_store_time("T", 0)
     assert 0 < earliest < middle
 
 

@@ -184,4 +184,5 @@ async def test_cold_consume_queue_blocks_and_the_time_search_are_read_on_reader_
     assert due == (0, 800)
     assert preads, "nothing was read from disk"
     loop_thread = threading.current_thread().name
-    assert all(thread != loop_thread for thread, _ in opens + preads), (opens, preads)
+    on_loop = [(path, thread) for thread, path in opens if thread == loop_thread]
+    assert not on_loop and all(thread != loop_thread for thread, _ in preads), on_loop
