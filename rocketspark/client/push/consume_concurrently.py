@@ -96,8 +96,11 @@ class ConcurrentConsumeService:
         if offset is not None and not pq.removed:
             self.store.update_offset(pq.queue, offset)
 
-    async def drain(self, queues: list[ProcessQueue], timeout_s: float) -> None:
-        """Wait for the batches of dropped `queues` in the listener (at most `timeout_s`); the rest stop."""
+    async def drain(self, queues: list[ProcessQueue], timeout_s: float) -> dict[ProcessQueue, asyncio.Task[None]]:
+        """Wait for the batches of dropped `queues` in the listener (at most `timeout_s`); the rest stop.
+
+        Returns no queue to keep locked: concurrent consumption has no order to guard.
+        """
         tasks: set[asyncio.Task[None]] = set()
         for pq in queues:
             tasks.update(self._tasks.pop(pq, ()))
@@ -112,3 +115,4 @@ class ConcurrentConsumeService:
                 cancelled,
                 timeout_s,
             )
+        return {}

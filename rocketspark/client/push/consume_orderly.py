@@ -102,17 +102,34 @@ class OrderlyConsumeService:
                     message.reconsume_times += 1
                 await asyncio.sleep(pause_s)
 
-    async def drain(self, queues: list[ProcessQueue], timeout_s: float) -> None:
-        """Stop the workers of dropped `queues`, waiting for a batch in the listener at most `timeout_s`."""
-        workers = [w for w in (self._workers.pop(pq, None) for pq in queues) if w is not None and w.task is not None]
-        busy = []
-        for worker in workers:
-            assert worker.task is not None
-            if worker.in_listener:
-                busy.append(worker.task)
-            else:
-                worker.task.cancel()
-        cancelled = await finish_or_cancel(busy, timeout_s)
+    async def drain(self, queues: list[ProcessQueue], timeout_s: float) -> dict[ProcessQueue, asyncio.Task[None]]:
+        """Stop the workers of dropped `queues`, waiting for a batch in the listener at most `timeout_s`.
+
+        In clustering the workers still in the listener then are returned, not cancelled: their
+        queues stay locked until the listener returns (as Java, which does not unlock a queue whose
+        consume lock is held), since another member would consume them meanwhile. Without broker
+        locks nothing guards the order across members, and such workers are cancelled.
+        """
+        tasks: dict[ProcessQueue, asyncio.Task[None]] = {}
+        for pq in queues:
+            worker = self._workers.pop(pq, None)
+            if worker is not None and worker.task is not None:
+                tasks[pq] = worker.task
+                if not worker.in_listener:
+                    worker.task.cancel()
+        if tasks:
+            await asyncio.wait(tasks.values(), timeout=timeout_s)
+        busy = {pq: task for pq, task in tasks.items() if not task.done()}
+        if busy and self.needs_lock:
+            log.warning(
+                "group %s: the listener still holds a batch of %s after %.0f s; the queue(s) stay locked "
+                "until it returns",
+                self.group,
+                ", ".join(str(pq.queue) for pq in busy),
+                timeout_s,
+            )
+            return busy
+        cancelled = await finish_or_cancel(list(busy.values()), 0)
         if cancelled:
             log.warning(
                 "group %s: %d orderly batch(es) of dropped queues still in the listener after %.0f s; "
@@ -121,4 +138,4 @@ class OrderlyConsumeService:
                 cancelled,
                 timeout_s,
             )
-        await asyncio.gather(*(w.task for w in workers if w.task is not None), return_exceptions=True)
+        return {}

@@ -3,7 +3,9 @@
 The rebalance runs every `rebalance_interval_ms` and at once when a broker announces that the
 group's members changed (NOTIFY_CONSUMER_IDS_CHANGED): the configured allocation strategy over the
 group's sorted client ids gives this member its queues. A queue taken away stops pulling, waits for
-its batches in the listener, commits its offset and (orderly) releases its broker lock; a queue
+its batches in the listener, commits its offset and (orderly) releases its broker lock; an orderly
+queue whose batch is still in the listener after `DROP_WAIT_S` keeps its lock (renewed with the
+others) until the listener returns, so that no other member consumes it meanwhile. A queue
 gained starts from the group's committed offset (or `consume_from_where` without one). Offsets are
 persisted every `persist_consumer_offset_interval_ms` of the client config and at shutdown: to the
 brokers in CLUSTERING, to a local file in BROADCASTING.
@@ -49,6 +51,7 @@ from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import retry_topic, validate_topic
 from rocketspark.remoting.body.heartbeat import ConsumerData, ConsumeType, MessageModel
 from rocketspark.remoting.signing import SessionCredentials
+from rocketspark.remoting.tls import TrustSetting
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
@@ -101,7 +104,8 @@ class AsyncPushConsumer:
 
     Without `client_config`, each consumer gets an instance name (and so a client id) of its own,
     `pid#nanotime`: two consumers of one group in one process are two members of the group.
-    With `credentials`, every request is signed (ACL 1.0).
+    With `credentials`, every request is signed (ACL 1.0); with `use_tls`, every connection is TLS
+    (certificates verified against `tls_trust`, see :mod:`rocketspark.remoting.tls`).
     """
 
     def __init__(
@@ -111,11 +115,13 @@ class AsyncPushConsumer:
         namesrv_addr: str | None = None,
         client_config: ClientConfig | None = None,
         credentials: SessionCredentials | None = None,
+        use_tls: bool = False,
+        tls_trust: TrustSetting = None,
         **options: Any,
     ) -> None:
         self.group = group
         self.options = PushOptions.of(options)
-        config = client_config_for(client_config, namesrv_addr, credentials)
+        config = client_config_for(client_config, namesrv_addr, credentials, use_tls, tls_trust)
         if config.instance_name == "DEFAULT":
             config = dataclasses.replace(config, instance_name=unique_instance_name())
         self.client_config = config
@@ -127,6 +133,8 @@ class AsyncPushConsumer:
         self._lifecycle = Lifecycle(f"push consumer {group}")
         self._running_parts: _Running | None = None
         self._queues: dict[MessageQueue, ProcessQueue] = {}
+        #: orderly clustering: queues given up whose batch is still in the listener, still locked
+        self._releasing: dict[MessageQueue, tuple[ProcessQueue, asyncio.Task[None]]] = {}
         self._rebalance_lock = asyncio.Lock()
         self._rebalance_later: asyncio.TimerHandle | None = None
         self._retry_route_misses = 0
@@ -262,6 +270,8 @@ class AsyncPushConsumer:
             await service.stop()
         async with self._rebalance_lock:
             await self._drop(list(self._queues.values()))
+            await self._release_finished()
+            await self._abandon_releasing()
         self._lifecycle.state = ServiceState.SHUTDOWN_ALREADY
         await parts.instance.unregister_consumer(self.group)
         await parts.instance.release()
@@ -308,6 +318,7 @@ class AsyncPushConsumer:
         parts = self._parts()
         if self._registered_topics != self._expressions.keys():  # subscribed since: tell their brokers first
             await self._register_with_brokers()
+        await self._release_finished()
         rebalancer = Rebalancer(
             parts.instance, self.group, allocation.strategy(self.options.allocate_strategy), self.options.message_model
         )
@@ -335,7 +346,7 @@ class AsyncPushConsumer:
         if gone:
             log.info("group %s gives up %s", self.group, ", ".join(str(pq.queue) for pq in gone))
             await self._drop(gone)
-        gained = sorted(target - self._queues.keys())
+        gained = sorted(target - self._queues.keys() - self._releasing.keys())  # releasing: regained once released
         if gained and self._locking:
             locked = await parts.locks.lock(gained)
             refused = [q for q in gained if q not in locked]
@@ -367,13 +378,28 @@ class AsyncPushConsumer:
         )
 
     async def _drop(self, queues: list[ProcessQueue]) -> None:
-        """Stop pulling and consuming `queues`, commit their offsets, then release their locks."""
+        """Stop pulling and consuming `queues`, commit their offsets, then release their locks.
+
+        An orderly queue whose batch is still in the listener is released only once it returns
+        (:meth:`_release_finished`, run by the rebalance that the listener's return triggers).
+        """
         parts = self._parts()
         for pq in queues:
             pq.dropped = True
         for pq in queues:
             await parts.pulls.stop(pq)
-        await parts.consume.drain(queues, DROP_WAIT_S)
+        busy = await parts.consume.drain(queues, DROP_WAIT_S)
+        for pq, task in busy.items():
+            self._queues.pop(pq.queue, None)
+            self._releasing[pq.queue] = (pq, task)
+            task.add_done_callback(lambda _: self._rebalance_service.trigger())
+        await self._release([pq for pq in queues if pq not in busy])
+
+    async def _release(self, queues: list[ProcessQueue]) -> None:
+        """Forget dropped `queues` whose listener is done: commit their offsets, release their locks."""
+        if not queues:
+            return
+        parts = self._parts()
         for pq in queues:
             pq.removed = True
             self._queues.pop(pq.queue, None)
@@ -384,18 +410,48 @@ class AsyncPushConsumer:
         if self._locking:
             await parts.locks.unlock(dropped)
 
+    async def _release_finished(self) -> None:
+        """Release the queues given up earlier whose listener has returned since."""
+        done = [pq for pq, task in self._releasing.values() if task.done()]
+        if done:
+            log.info("group %s releases %s, the listener done", self.group, ", ".join(str(pq.queue) for pq in done))
+            await self._release(done)
+            for pq in done:
+                del self._releasing[pq.queue]
+
+    async def _abandon_releasing(self) -> None:
+        """Shutdown: queues whose listener still runs keep what they committed before, and are not
+        unlocked; their broker locks expire."""
+        if self._releasing:
+            log.warning(
+                "push consumer %s: the listener still holds batches of %s; their broker locks are left to expire",
+                self.group,
+                ", ".join(str(queue) for queue in self._releasing),
+            )
+            await self._parts().store.persist_all(set(self._releasing))
+        tasks = [task for _, task in self._releasing.values()]
+        self._releasing.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     # -- timers --------------------------------------------------------------------------------
 
     async def _persist(self) -> None:
         await self._parts().store.persist_all(set(self._queues))
 
     async def _lock_all(self) -> None:
-        """Renew the broker locks of every owned queue; a queue whose lock is lost stops being consumed."""
-        locked = await self._parts().locks.lock(self._queues)
-        for queue, pq in list(self._queues.items()):
-            if queue not in locked and pq.locked:
-                log.warning("group %s lost the lock of %s", self.group, queue)
-            pq.mark_locked(queue in locked)
+        """Renew the broker locks of every owned or releasing queue; a queue whose lock is lost stops
+        being consumed. Under the rebalance lock, so that no renewal lands after a release's unlock."""
+        async with self._rebalance_lock:
+            if self._lifecycle.state is not ServiceState.RUNNING:
+                return
+            owned = {**self._queues, **{queue: pq for queue, (pq, _) in self._releasing.items()}}
+            locked = await self._parts().locks.lock(owned)
+            for queue, pq in owned.items():
+                if queue not in locked and pq.locked:
+                    log.warning("group %s lost the lock of %s", self.group, queue)
+                pq.mark_locked(queue in locked)
 
     async def _relock(self, pq: ProcessQueue) -> bool:
         locked = pq.queue in await self._parts().locks.lock([pq.queue])

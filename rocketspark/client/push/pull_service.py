@@ -6,6 +6,11 @@ none; pulling a queue pauses while its process queue holds `pull_threshold_for_q
 `pull_threshold_size_for_queue` MiB of bodies (or, concurrent mode, spans more than
 `consume_concurrently_max_span` offsets), and an orderly clustering queue is pulled only while locked.
 A pull never asks for more messages than the count threshold leaves room for.
+
+A loop ends only when its queue is dropped: a failed pull, whatever the error, is logged and
+retried after `pull_delay_on_error_ms`. A record the client cannot decode would fail every retry,
+so it is skipped instead, logged as an error with its offset (Java's client drops the rest of such
+a pull without a word).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rocketspark.client.api.pull import PullStatus
 from rocketspark.client.offset_store import OffsetStore
@@ -22,6 +28,7 @@ from rocketspark.client.push.options import PushOptions
 from rocketspark.client.push.process_queue import ProcessQueue
 from rocketspark.errors import RocketMQError
 from rocketspark.message.message import MessageExt
+from rocketspark.message.record_scalar import RecordDecodeError
 from rocketspark.remoting.body.heartbeat import MessageModel
 
 log = logging.getLogger(__name__)
@@ -32,10 +39,12 @@ FLOW_CONTROL_DELAY_S = 0.05
 Dispatch = Callable[[ProcessQueue, list[MessageExt]], None]
 
 
-def _report_failure(task: asyncio.Task[None]) -> None:
-    """A pull loop ends only when cancelled; anything else is a bug worth a loud log."""
-    if not task.cancelled() and task.exception() is not None:
-        log.error("%s stopped by an unexpected error", task.get_name(), exc_info=task.exception())
+@dataclass(slots=True)
+class _Cursor:
+    """Where one queue's pull loop stands."""
+
+    offset: int  # the next offset to pull
+    one_by_one_below: int = -1  # after a batch that did not decode: pull single messages below this offset
 
 
 class PullService:
@@ -59,9 +68,7 @@ class PullService:
         self._tasks: dict[ProcessQueue, asyncio.Task[None]] = {}
 
     def start(self, pq: ProcessQueue, offset: int) -> None:
-        task = asyncio.get_running_loop().create_task(self._loop(pq, offset), name=f"push pull {pq.queue}")
-        task.add_done_callback(_report_failure)
-        self._tasks[pq] = task
+        self._tasks[pq] = asyncio.get_running_loop().create_task(self._loop(pq, offset), name=f"push pull {pq.queue}")
 
     async def stop(self, pq: ProcessQueue) -> None:
         task = self._tasks.pop(pq, None)
@@ -79,56 +86,85 @@ class PullService:
         )
 
     async def _loop(self, pq: ProcessQueue, offset: int) -> None:
-        options = self.options
-        queue = pq.queue
-        clustering = options.message_model is MessageModel.CLUSTERING
+        """Pull until the queue is dropped; any failure is logged (once per run of failures) and retried."""
+        delay_s = self.options.pull_delay_on_error_ms / 1000
+        cursor = _Cursor(offset)
         failing = False
         while not pq.dropped:
-            if self.needs_lock and not pq.lock_valid():
-                await asyncio.sleep(options.pull_delay_on_error_ms / 1000)  # the lock service renews it
-                continue
-            if self._held_back(pq):
-                await asyncio.sleep(FLOW_CONTROL_DELAY_S)
-                continue
-            commit = self.store.table.get(queue) if clustering else None
             try:
-                result = await self.puller.pull_messages(
-                    queue,
-                    offset,
-                    max_messages=min(options.pull_batch_size, options.pull_threshold_for_queue - pq.count),
-                    expression=self.expression(queue.topic),
-                    suspend_ms=options.broker_suspend_max_time_ms,
-                    commit_offset=commit,
-                    timeout_s=options.consumer_timeout_ms_when_suspend / 1000,
-                )
+                await self._step(pq, cursor)
             except RocketMQError as exc:
                 if not failing:
-                    log.warning(
-                        "pulling %s failed (retrying every %.1f s): %s",
-                        queue,
-                        options.pull_delay_on_error_ms / 1000,
-                        exc,
-                    )
-                    failing = True
-                await asyncio.sleep(options.pull_delay_on_error_ms / 1000)
+                    log.warning("pulling %s failed (retrying every %.1f s): %s", pq.queue, delay_s, exc)
+            except Exception:
+                if not failing:
+                    log.exception("pulling %s failed unexpectedly (retrying every %.1f s)", pq.queue, delay_s)
+            else:
+                failing = False
                 continue
-            failing = False
-            if pq.dropped:
-                return
-            if result.status is PullStatus.OFFSET_ILLEGAL:
-                log.warning(
-                    "offset %d of %s is no longer valid (queue holds %d..%d); continuing at %d",
-                    offset,
-                    queue,
-                    result.min_offset,
-                    result.max_offset,
-                    result.next_begin_offset,
-                )
-            if result.messages:
-                pq.put(result.messages)
-                self.dispatch(pq, result.messages)
-            elif pq.count == 0:  # nothing in flight: what was skipped (filtered out, moved) counts as consumed
-                self.store.update_offset(
-                    queue, result.next_begin_offset, increase_only=result.status is not PullStatus.OFFSET_ILLEGAL
-                )
-            offset = result.next_begin_offset
+            failing = True
+            await asyncio.sleep(delay_s)
+
+    async def _step(self, pq: ProcessQueue, cursor: _Cursor) -> None:
+        """One pull of `pq` (or one pause of flow control), moving `cursor` on."""
+        options = self.options
+        queue = pq.queue
+        if self.needs_lock and not pq.lock_valid():
+            await asyncio.sleep(options.pull_delay_on_error_ms / 1000)  # the lock service renews it
+            return
+        if self._held_back(pq):
+            await asyncio.sleep(FLOW_CONTROL_DELAY_S)
+            return
+        wanted = min(options.pull_batch_size, options.pull_threshold_for_queue - pq.count)
+        if cursor.offset < cursor.one_by_one_below:
+            wanted = 1
+        try:
+            result = await self.puller.pull_messages(
+                queue,
+                cursor.offset,
+                max_messages=wanted,
+                expression=self.expression(queue.topic),
+                suspend_ms=options.broker_suspend_max_time_ms,
+                commit_offset=self.store.table.get(queue) if options.message_model is MessageModel.CLUSTERING else None,
+                timeout_s=options.consumer_timeout_ms_when_suspend / 1000,
+            )
+        except RecordDecodeError as exc:
+            self._undecodable(pq, cursor, wanted, exc)
+            return
+        if pq.dropped:
+            return
+        if result.status is PullStatus.OFFSET_ILLEGAL:
+            log.warning(
+                "offset %d of %s is no longer valid (queue holds %d..%d); continuing at %d",
+                cursor.offset,
+                queue,
+                result.min_offset,
+                result.max_offset,
+                result.next_begin_offset,
+            )
+        if result.messages:
+            pq.put(result.messages)
+            self.dispatch(pq, result.messages)
+        elif pq.count == 0:  # nothing in flight: what was skipped (filtered out, moved) counts as consumed
+            self.store.update_offset(
+                queue, result.next_begin_offset, increase_only=result.status is not PullStatus.OFFSET_ILLEGAL
+            )
+        cursor.offset = result.next_begin_offset
+
+    def _undecodable(self, pq: ProcessQueue, cursor: _Cursor, wanted: int, exc: RecordDecodeError) -> None:
+        """A pull answered records the client cannot decode: find the bad one by pulling the batch's
+        offsets one at a time, and skip it (logged as an error); no retry would ever decode it."""
+        if wanted > 1:
+            log.warning(
+                "a record among offsets %d..%d of %s cannot be decoded (%s); pulling them one by one",
+                cursor.offset,
+                cursor.offset + wanted - 1,
+                pq.queue,
+                exc,
+            )
+            cursor.one_by_one_below = cursor.offset + wanted
+            return
+        log.error("skipping the message at offset %d of %s, which cannot be decoded: %s", cursor.offset, pq.queue, exc)
+        cursor.offset += 1
+        if pq.count == 0:  # nothing in flight: the skipped message counts as consumed
+            self.store.update_offset(pq.queue, cursor.offset)
