@@ -39,6 +39,9 @@ from rocketspark.message.stable_hashes import (
 
 log = logging.getLogger(__name__)
 
+#: a window shorter than configured is reported at most once in this many ms (of store time)
+SHORT_WINDOW_WARNING_INTERVAL_MS = 60_000
+
 
 def deduplicated_topic(topic: str) -> bool:
     """Whether sends to `topic` are checked for duplicates (user topics only)."""
@@ -94,13 +97,15 @@ class Found:
 
 
 class DuplicateWindow:
-    """The keys stored within `window_seconds`, at least the `max_keys` newest of them.
+    """The keys of all topics stored within `window_seconds`, as far as the newest `max_keys` reach.
 
     Keys live in a few :class:`KeyTable` generations of `max_keys / GENERATIONS` keys each, filled
     in turn; the oldest is dropped once there are more than GENERATIONS full ones, or once its
     newest key left the window. So between `max_keys` and 1.5 x `max_keys` keys are kept, in
     about 60 bytes each (91 MB measured at 1.5 million), and a lookup probes the three generations
-    with vectorised steps.
+    with vectorised steps. When keys come faster than `max_keys` per `window_seconds`, a generation
+    is dropped before its keys' time is up: the window is then shorter than configured, which the
+    broker logs as a WARNING, at most once per SHORT_WINDOW_WARNING_INTERVAL_MS.
     """
 
     GENERATIONS = 2
@@ -113,6 +118,8 @@ class DuplicateWindow:
         # row i: the filter of the table made i-th, modulo the number of rows
         self._filters = np.zeros((self.GENERATIONS + 1, self._shape.filter_words), dtype=U64)
         self._made = 0
+        self._warned_at_ms: int | None = None
+        self._dropped_early = 0  # keys dropped before their time since the last warning
 
     @property
     def enabled(self) -> bool:
@@ -151,19 +158,41 @@ class DuplicateWindow:
         """Remember distinct keys not in the window, stored at `store_timestamp`."""
         done = 0
         while done < len(hashes):
-            table = self._table_with_room()
+            table = self._table_with_room(store_timestamp)
             part = slice(done, done + min(table.room, len(hashes) - done))
             probe = self._shape.probe(hashes[part])
             table.insert(store_timestamp, probe, queue_ids[part], queue_offsets[part], commit_log_offsets[part])
             done = part.stop
 
-    def _table_with_room(self) -> KeyTable:
+    def _table_with_room(self, now_ms: int) -> KeyTable:
         if not self._tables or not self._tables[-1].room:
             if len(self._tables) == self.GENERATIONS + 1:
-                self._tables.popleft()  # its filter is the one the new table takes
+                self._drop_oldest(now_ms)  # its filter is the one the new table takes
             self._tables.append(KeyTable(self._shape, self._filters[self._made % (self.GENERATIONS + 1)]))
             self._made += 1
         return self._tables[-1]
+
+    def _drop_oldest(self, now_ms: int) -> None:
+        """Make room for newer keys; warn when the oldest generation's time is not up yet."""
+        oldest = self._tables.popleft()
+        held_ms = now_ms - oldest.newest_timestamp  # how long its newest key was held
+        if held_ms >= self.window_ms:
+            return
+        self._dropped_early += oldest.size
+        if self._warned_at_ms is not None and now_ms - self._warned_at_ms < SHORT_WINDOW_WARNING_INTERVAL_MS:
+            return
+        log.warning(
+            "duplicate window shorter than configured: keys leave it as soon as %.1f s after they were stored, "
+            "not after duplicateWindowSeconds=%d, because duplicateWindowMaxKeys=%d newer keys (of all topics) "
+            "were stored meanwhile; a resend later than that is stored again. %s keys left early since the last "
+            "warning (at most one a minute); raise duplicateWindowMaxKeys (about 60 bytes a key) to keep them",
+            held_ms / 1000,
+            self.window_ms // 1000,
+            self.max_keys,
+            f"{self._dropped_early:,}",
+        )
+        self._warned_at_ms = now_ms
+        self._dropped_early = 0
 
     def lookup_one(self, key_hash: int, now_ms: int) -> StoredAt | None:
         """:meth:`lookup` of one hash, in Python (a small round's few keys): where it was stored."""
@@ -181,7 +210,8 @@ class DuplicateWindow:
 
     def add_one(self, store_timestamp: int, key_hash: int, where: tuple[int, int, int]) -> None:
         """:meth:`add` of one hash not in the window; `where`: (queue id, queue offset, commit log offset)."""
-        self._table_with_room().insert_one(store_timestamp, key_hash, self._shape.probe_one(key_hash), where)
+        table = self._table_with_room(store_timestamp)
+        table.insert_one(store_timestamp, key_hash, self._shape.probe_one(key_hash), where)
 
     def recover(self, commit_log: CommitLog, end: int) -> None:
         """At startup: rebuild the window from the commit log's batches stored within it, newest

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -147,3 +149,57 @@ async def test_one_key_on_different_bodies_is_not_a_duplicate(open_store: StoreF
     stored = await store.get_messages("T", 0, 0, max_messages=100, max_bytes=1 << 20)
     bodies = [b for batch in stored.batches() for b in batch.column("body").to_pylist()]
     assert bodies == [b"first", b"other", b"a", b"b", *[b"filler"] * (size - 4)]
+
+
+def fill(window: DuplicateWindow, at_ms: int, first_key: int, count: int) -> None:
+    """Store `count` new keys at `at_ms`."""
+    hashes = np.arange(first_key, first_key + count, dtype=U64) * U64(0x9E3779B97F4A7C15)
+    offsets = np.arange(first_key, first_key + count)
+    window.add(at_ms, hashes, np.zeros(count, np.int32), offsets, offsets)
+
+
+def short_window_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "broker.store.dedup" and r.levelno == logging.WARNING]
+
+
+def test_keys_pushed_out_before_the_window_ends_are_warned_about_once_a_minute(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """At most 1.5 x max_keys keys are kept: 50 keys a second with max_keys=100 push keys out after
+    3 s, not 600 s. The broker says so, naming both windows, once a minute rather than once a key."""
+    window = DuplicateWindow(window_seconds=600, max_keys=100)  # tables of 50 keys, at most three
+    start = 1_000_000
+    with caplog.at_level(logging.WARNING, logger="broker.store.dedup"):
+        for second in range(3):
+            fill(window, start + second * 1_000, second * 50, 50)
+        assert short_window_warnings(caplog) == []  # nothing has left yet
+        for second in range(3, 30):
+            fill(window, start + second * 1_000, second * 50, 50)  # a table of 50 keys leaves each second
+        assert len(short_window_warnings(caplog)) == 1
+        fill(window, start + 62_000, 62 * 50, 50)  # 59 s after the first warning: the table of 27 s leaves
+        assert len(short_window_warnings(caplog)) == 1
+        for second in (63, 64):  # a minute after it: the tables of 28 s and 29 s leave
+            fill(window, start + second * 1_000, second * 50, 50)
+    first, again = short_window_warnings(caplog)
+    assert "3.0 s" in first and "duplicateWindowSeconds=600" in first and "duplicateWindowMaxKeys=100" in first
+    assert "50 keys" in first
+    assert "35.0 s" in again and "1,400 keys" in again  # the tables of 1 s to 28 s left early since the first
+
+
+def test_keys_that_leave_once_the_window_passed_are_not_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    window = DuplicateWindow(window_seconds=1, max_keys=100)
+    with caplog.at_level(logging.WARNING, logger="broker.store.dedup"):
+        for step in range(10):
+            fill(window, 1_000_000 + step * 1_100, step * 50, 50)
+    assert short_window_warnings(caplog) == []
+
+
+async def test_the_store_warns_when_its_sends_outrun_the_window(
+    open_store: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await open_store(duplicate_window_seconds=600, duplicate_window_max_keys=64)
+    with caplog.at_level(logging.WARNING, logger="broker.store.dedup"):
+        for send in range(10):
+            await store.put_messages("T", 0, [message(b"m", uniq=f"K-{send}-{i}") for i in range(32)])
+    (warning,) = short_window_warnings(caplog)
+    assert "duplicateWindowSeconds=600" in warning and "duplicateWindowMaxKeys=64" in warning
