@@ -8,6 +8,11 @@ when the brokers hold its rows; a send that fails after the producer's retries f
 Spark runs it again. With deterministic ids (:mod:`rocketspark.spark.sink_ids`) the retry sends the
 same ids to the same queues, which brokers that detect duplicates store once.
 
+A task fails as soon as one of its sends fails (or its input, or the conversion of a batch), and
+before the failure leaves `write_partition` every send still in flight is cancelled and has ended:
+a failed task leaves nothing running that could reach a broker after Spark was told it failed (a
+request already written to a broker's connection may still be stored).
+
 The producer holds fixed queues (`hold_fixed_queues`): a send to a queue chosen by id, `queueId` or
 `shardingKey` that fails is tried again on that queue, after a backoff, until `sendTimeoutMs`; it is
 never moved to another broker, whose duplicate window would not know the first copy. A broker away
@@ -23,17 +28,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
+from rocketspark.aio import finish_or_cancel
 from rocketspark.client.api.send import SendResult
 from rocketspark.client.producer import AsyncProducer
 from rocketspark.client.sync import shared_loop
 from rocketspark.message.queue import MessageQueue
+from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.spark import cluster
 from rocketspark.spark.sink_ids import IdScope
 from rocketspark.spark.sink_options import SinkOptions
@@ -51,13 +58,13 @@ REQUESTS_IN_FLIGHT = 2
 #: (topic, broker name, queue id) -> (messages, first queue offset, last queue offset)
 QueueTally = dict[tuple[str, str, int], tuple[int, int, int]]
 
-_producers: dict[tuple[str, str, int, int], AsyncProducer] = {}
+_producers: dict[tuple[str, str, int, int, SessionCredentials | None], AsyncProducer] = {}
 _lock = threading.Lock()
 
 
 def producer_for(options: SinkOptions) -> AsyncProducer:
     """This process's producer for the sink's name servers, group and send settings."""
-    key = (options.namesrv_addr, options.producer_group, options.send_timeout_ms, options.retries)
+    key = (options.namesrv_addr, options.producer_group, options.send_timeout_ms, options.retries, options.credentials)
     with _lock:
         producer = _producers.get(key)
         if producer is None:
@@ -67,6 +74,7 @@ def producer_for(options: SinkOptions) -> AsyncProducer:
                 send_timeout_ms=options.send_timeout_ms,
                 retry_times_when_send_failed=options.retries,
                 hold_fixed_queues=True,
+                credentials=options.credentials,
             )
             cluster.run(producer.start())
             _producers[key] = producer
@@ -102,22 +110,35 @@ class SendPipeline:
         self.producer = producer
         self._tails: dict[MessageQueue, asyncio.Future[list[SendResult]]] = {}
         self._slots: asyncio.Semaphore | None = None
+        self._running: set[asyncio.Task[Any]] = set()  # every unfinished task of this pipeline
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
 
     async def send(self, outgoing: list[Outgoing]) -> list[SendResult]:
         """Send every producer batch; sends to one queue start after the earlier ones to it ended.
 
         Each call queues its sends before it first awaits, so calls submitted in order keep their
         order per queue."""
+        current = asyncio.current_task()
+        if current is not None:
+            self._track(current)
         if self._slots is None:
             self._slots = asyncio.Semaphore(REQUESTS_IN_FLIGHT)
         sends = []
         for item in outgoing:
             previous = self._tails.get(item.queue) if item.queue is not None else None
             task = asyncio.ensure_future(self._send_after(previous, item, self._slots))
+            self._track(task)
             if item.queue is not None:
                 self._tails[item.queue] = task
             sends.append(task)
         return [result for results in await asyncio.gather(*sends) for result in results]
+
+    async def cancel(self) -> None:
+        """Cancel every send not finished yet and wait until each has ended."""
+        await finish_or_cancel(list(self._running), 0)
 
     async def _send_after(
         self, previous: asyncio.Future[list[SendResult]] | None, item: Outgoing, slots: asyncio.Semaphore
@@ -130,15 +151,28 @@ class SendPipeline:
             )
 
 
+def _settle(in_flight: set[Future[list[SendResult]]], tally: Tally, keep: int) -> None:
+    """Count the finished sends and wait until at most `keep` are in flight; raises a send's failure
+    as soon as it is seen, not only once the sends before it ended."""
+    while True:
+        for future in [f for f in in_flight if f.done()]:
+            in_flight.discard(future)
+            tally.add(future.result())
+        if len(in_flight) <= keep:
+            return
+        wait(in_flight, return_when=FIRST_COMPLETED)
+
+
 def write_partition(
     options: SinkOptions, batches: Iterator[pa.RecordBatch], partition: int | None, ids: IdScope | None = None
 ) -> tuple[int, QueueTally]:
     """Send every row of a task, with deterministic ids from `ids` if given (random ones if not);
-    returns the rows written and what each queue acknowledged."""
+    returns the rows written and what each queue acknowledged. On a failure, the task's sends still
+    in flight are cancelled and over before it is raised."""
     producer = producer_for(options)
     pipeline = SendPipeline(producer)
     tally = Tally()
-    in_flight: deque[Future[list[SendResult]]] = deque()
+    in_flight: set[Future[list[SendResult]]] = set()
     rows = 0
 
     refreshed: set[str] = set()
@@ -151,14 +185,18 @@ def write_partition(
             refreshed.add(topic)
         return cluster.run(producer.fetch_publish_queues(topic))
 
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        outgoing = split_batch(batch, options, RowPlace(partition, rows), queues_of, producer.max_message_size, ids)
-        rows += batch.num_rows
-        in_flight.append(asyncio.run_coroutine_threadsafe(pipeline.send(outgoing), shared_loop().loop))
-        while len(in_flight) > BATCHES_IN_FLIGHT:
-            tally.add(in_flight.popleft().result())
-    while in_flight:
-        tally.add(in_flight.popleft().result())
+    try:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            outgoing = split_batch(batch, options, RowPlace(partition, rows), queues_of, producer.max_message_size, ids)
+            rows += batch.num_rows
+            in_flight.add(asyncio.run_coroutine_threadsafe(pipeline.send(outgoing), shared_loop().loop))
+            _settle(in_flight, tally, BATCHES_IN_FLIGHT)
+        _settle(in_flight, tally, 0)
+    except BaseException:
+        for future in in_flight:
+            future.cancel()
+        cluster.run(pipeline.cancel())
+        raise
     return rows, tally.queues

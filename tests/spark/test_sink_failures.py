@@ -1,0 +1,96 @@
+"""A sink task that fails leaves nothing behind: the sends it still had in flight are cancelled and
+awaited before the failure reaches Spark, so none of them reaches a broker afterwards.
+
+The writer is called as Spark calls it on an executor (`write` with an iterator of Arrow batches),
+in this process, against real brokers. broker-b, which holds the topic the task's sends wait on, is
+stopped (SIGSTOP) while the task fails: its first send is then on the wire and the later ones wait
+behind it (sends to one queue go one after another)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from rocketspark.client.sync import shared_loop
+from rocketspark.spark.sink_options import parse_sink
+from rocketspark.spark.writers import RocketMQBatchWriter
+from tests.harness import ServerFactory
+from tests.spark.cluster import Brokers
+from tests.spark.test_sink_brokers import stored_on
+
+#: rows of each batch the task hands the writer
+ROWS = 50
+#: broker-a refuses bodies over this (the writer's own check allows 4 MiB)
+SMALL_LIMIT = 1_024
+#: how long to wait, once broker-b resumes, for sends a failed task left running: each would reach
+#: broker-b within milliseconds of the answer to the one before it
+SETTLE_S = 3.0
+
+
+def rows(topic: str, count: int, *, body_size: int = 16) -> pa.RecordBatch:
+    """`count` rows for queue 0 of `topic`."""
+    return pa.RecordBatch.from_pydict(
+        {
+            "body": [f"{topic} {i}".ljust(body_size, ".") for i in range(count)],
+            "topic": [topic] * count,
+            "queueId": pa.array([0] * count, pa.int32()),
+        }
+    )
+
+
+def task_input(failure: str) -> Iterator[pa.RecordBatch]:
+    """What Spark hands a task: with `failure="send"` first a batch broker-a refuses, then batches
+    for broker-b's topic; with `failure="input"` those batches, then an error of the input (a UDF
+    failing mid-partition, say)."""
+    if failure == "send":
+        yield rows("Refused", 1, body_size=2 * SMALL_LIMIT)
+    for _ in range(4):
+        yield rows("Waiting", ROWS)
+    if failure == "input":
+        raise RuntimeError("the task's input failed mid-partition")
+
+
+def writing_tasks() -> set[asyncio.Task[object]]:
+    """The tasks on the process's client loop that run the sink's writing code."""
+
+    async def listing() -> set[asyncio.Task[object]]:
+        return {
+            task
+            for task in asyncio.all_tasks()
+            if getattr(task.get_coro(), "cr_frame", None) is not None
+            and task.get_coro().cr_frame.f_globals.get("__name__") == "rocketspark.spark.writing"  # type: ignore[union-attr]
+        }
+
+    return shared_loop().run(listing(), 10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("failure", ["send", "input"])
+def test_a_failed_task_leaves_no_send_running(servers: ServerFactory, tmp_path: Path, failure: str) -> None:
+    brokers = Brokers(servers, tmp_path, "--set", f"maxMessageSize={SMALL_LIMIT}")
+    cluster = brokers.cluster
+    cluster.create_topic("Refused", queues=1, on=("broker-a",))
+    cluster.create_topic("Waiting", queues=1, on=("broker-b",))
+    options = parse_sink({"nameserver": cluster.namesrv_addr, "sendTimeoutMs": "60000"})
+    writer = RocketMQBatchWriter(options)
+    writer.write(iter([rows("Refused", 1), rows("Waiting", ROWS)]))  # the producer and its connections
+    assert stored_on(cluster, "broker-b", "Waiting", 1) == ROWS
+    threads = set(threading.enumerate())
+
+    with brokers.b_frozen():
+        expected = "maxMessageSize" if failure == "send" else "input failed mid-partition"
+        with pytest.raises(Exception, match=expected):
+            writer.write(task_input(failure))
+        assert not writing_tasks(), "sends of the failed task are still running"
+        assert set(threading.enumerate()) <= threads
+
+    # the send that was on the wire when the task failed may still be stored; nothing after it
+    time.sleep(SETTLE_S)
+    assert stored_on(cluster, "broker-b", "Waiting", 1) <= 2 * ROWS
+    assert not writing_tasks()
