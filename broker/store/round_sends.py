@@ -56,10 +56,7 @@ class RoundSend:
     @property
     def count(self) -> int:
         """Rows stored."""
-        if self.messages is not None:
-            return len(self.messages)
-        assert self.arrow is not None
-        return int(self.arrow.num_rows)
+        return self.request.count - len(self.duplicates.first_copies)
 
     @property
     def first_stored(self) -> StoredAt:
