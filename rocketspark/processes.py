@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from rocketspark.remoting.body.route import TopicRouteData
 from rocketspark.remoting.codes import RequestCode, ResponseCode
@@ -153,11 +153,16 @@ REGISTRATION_PROBES = ("TBW102", "SELF_TEST_TOPIC")
 
 
 def wait_registered(
-    namesrv: str, broker: str, topics: tuple[str, ...] = REGISTRATION_PROBES, timeout_s: float = 15.0
+    namesrv: str,
+    broker: str,
+    topics: tuple[str, ...] = REGISTRATION_PROBES,
+    timeout_s: float = 15.0,
+    **client_options: Any,
 ) -> None:
-    """Block until the name server routes one of `topics` to `broker` (it registered them)."""
+    """Block until the name server routes one of `topics` to `broker` (it registered them);
+    `client_options` of the RemotingClient that asks (use_tls=True, for one)."""
     deadline = time.monotonic() + timeout_s
-    with SyncRemotingClient() as client:
+    with SyncRemotingClient(**client_options) as client:
         while True:
             for topic in topics:
                 request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic))

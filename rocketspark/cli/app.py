@@ -30,8 +30,22 @@ def root(
     debug: Annotated[
         bool, typer.Option("--debug", help="on errors, print the traceback; show the library's logs below ERROR")
     ] = False,
+    tls: Annotated[
+        bool, typer.Option("--tls", help="connect to name servers and brokers over TLS, verifying their certificates")
+    ] = False,
+    tls_trust: Annotated[
+        str | None,
+        typer.Option(
+            "--tls-trust",
+            metavar="CA_FILE",
+            help="with --tls: the PEM CA file that signed the servers' certificates (default: the system's CAs); "
+            "'insecure' accepts any certificate (tests only)",
+        ),
+    ] = None,
 ) -> None:
     state.debug = debug
+    state.use_tls = tls
+    state.tls_trust = tls_trust
 
 
 servers.register(app)

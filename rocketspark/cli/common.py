@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -51,9 +51,16 @@ class CliError(Exception):
 @dataclass(slots=True)
 class State:
     debug: bool = False
+    use_tls: bool = False
+    tls_trust: str | None = None
 
 
 state = State()
+
+
+def tls_options() -> dict[str, Any]:
+    """`--tls` and `--tls-trust` as the keyword arguments of every client (RemotingClient, Producer, ...)."""
+    return {"use_tls": True, "tls_trust": state.tls_trust} if state.use_tls else {}
 
 
 def _width() -> int | None:
@@ -103,7 +110,7 @@ class Admin:
 
         self.namesrv_addrs = split_namesrv(namesrv)
         self.client: RemotingClient = RemotingClient(
-            connect_timeout_s=CONNECT_TIMEOUT_S, request_timeout_s=REQUEST_TIMEOUT_S
+            connect_timeout_s=CONNECT_TIMEOUT_S, request_timeout_s=REQUEST_TIMEOUT_S, **tls_options()
         )
 
     async def on_namesrv(self, request: Callable[[RemotingClient, str], Awaitable[T]]) -> T:

@@ -25,6 +25,7 @@ from rocketspark.cli.common import (
     message_record,
     setup_logging,
     split_namesrv,
+    tls_options,
 )
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def consume(
     setup_logging()
     out = console()
     received = 0
-    with LitePullConsumer(CONSUMER_GROUP, namesrv_addr=namesrv, auto_commit=False) as consumer:
+    with LitePullConsumer(CONSUMER_GROUP, namesrv_addr=namesrv, auto_commit=False, **tls_options()) as consumer:
         queues = _position(consumer, topic, queue, start, since_ms)
         err_console().print(
             f"reading {count(len(queues), 'queue')} of {topic} from {since or offset}; Ctrl-C stops", style="dim"

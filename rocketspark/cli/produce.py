@@ -12,7 +12,16 @@ import orjson
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rocketspark.cli.common import CliError, NamesrvOption, console, count, err_console, setup_logging, split_namesrv
+from rocketspark.cli.common import (
+    CliError,
+    NamesrvOption,
+    console,
+    count,
+    err_console,
+    setup_logging,
+    split_namesrv,
+    tls_options,
+)
 
 if TYPE_CHECKING:
     from rocketspark.message.message import Message
@@ -59,7 +68,7 @@ def produce(
     )
     sent = 0
     try:
-        with source, bar, Producer(PRODUCER_GROUP, namesrv_addr=namesrv) as producer:
+        with source, bar, Producer(PRODUCER_GROUP, namesrv_addr=namesrv, **tls_options()) as producer:
             task = bar.add_task("produce", total=size, topic=topic, sent=0)
             for messages, consumed in _batches(source, topic, as_json, tags, keys, batch):
                 try:

@@ -10,6 +10,7 @@ from rocketspark.errors import ConfigError
 from rocketspark.message.ids import local_ip
 from rocketspark.remoting.client import split_address
 from rocketspark.remoting.signing import SessionCredentials
+from rocketspark.remoting.tls import TrustSetting
 from rocketspark.settings import require_positive
 
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
@@ -32,6 +33,8 @@ class ClientConfig:
 
     `namesrv_addr` defaults to the NAMESRV_ADDR environment variable, as in RocketMQ. With
     `credentials`, every request of the client is signed (ACL 1.0, as Java's `AclClientRPCHook`).
+    With `use_tls`, every connection (name servers and brokers) is TLS, the servers' certificates
+    verified against `tls_trust` (:func:`rocketspark.remoting.tls.client_context`).
     """
 
     namesrv_addr: str | None = None
@@ -44,6 +47,8 @@ class ClientConfig:
     connect_timeout_ms: int = 3_000
     idle_timeout_s: float = 120.0
     credentials: SessionCredentials | None = None
+    use_tls: bool = False
+    tls_trust: TrustSetting = None
 
     def namesrv_addresses(self) -> tuple[str, ...]:
         addresses = parse_namesrv_addr(self.namesrv_addr or os.environ.get(NAMESRV_ADDR_ENV))
@@ -63,11 +68,17 @@ class ClientConfig:
 
 
 def client_config_for(
-    client_config: ClientConfig | None, namesrv_addr: str | None, credentials: SessionCredentials | None
+    client_config: ClientConfig | None,
+    namesrv_addr: str | None,
+    credentials: SessionCredentials | None,
+    use_tls: bool = False,
+    tls_trust: TrustSetting = None,
 ) -> ClientConfig:
     """The config a producer or consumer runs with: `client_config`, or one for `namesrv_addr`,
-    signing with `credentials` when given."""
+    signing with `credentials` when given, over TLS with `use_tls`."""
     config = client_config or ClientConfig(namesrv_addr=namesrv_addr)
     if credentials is not None:
         config = dataclasses.replace(config, credentials=credentials)
+    if use_tls:
+        config = dataclasses.replace(config, use_tls=True, tls_trust=tls_trust)
     return config

@@ -68,9 +68,10 @@ class ConsumerRegistration:
 
 
 class ClientInstance:
-    # (name servers, client ip, instance name, credentials, event loop) -> (instance, users), as Java keys
-    # instances by client id: two members of one group in one process need distinct instance names;
-    # clients with other credentials (or none) get their own instance: the signing is per connection set
+    # (name servers, client ip, instance name, credentials, TLS, event loop) -> (instance, users), as Java
+    # keys instances by client id: two members of one group in one process need distinct instance names;
+    # clients with other credentials (or none) or TLS settings get their own instance: both are per
+    # connection set
     _shared: ClassVar[dict[tuple[object, ...], tuple[ClientInstance, int]]] = {}
 
     def __init__(self, config: ClientConfig) -> None:
@@ -84,6 +85,8 @@ class ClientInstance:
             request_timeout_s=config.request_timeout_ms / 1000,
             idle_timeout_s=config.idle_timeout_s,
             credentials=config.credentials,
+            use_tls=config.use_tls,
+            tls_trust=config.tls_trust,
         )
         self.namesrv = NameServerList(self.remoting, config.namesrv_addresses())
         self.routes: dict[str, TopicRouteData] = {}
@@ -113,7 +116,8 @@ class ClientInstance:
     async def acquire(cls, config: ClientConfig) -> ClientInstance:
         """The running instance of this event loop for `config`'s name servers (started on first use)."""
         loop = id(asyncio.get_running_loop())
-        key = (config.namesrv_addresses(), config.client_ip, config.instance_name, config.credentials, loop)
+        network = (config.credentials, config.use_tls, config.tls_trust)
+        key = (config.namesrv_addresses(), config.client_ip, config.instance_name, *network, loop)
         shared = cls._shared.get(key)
         if shared is not None and shared[0].state is ServiceState.RUNNING:
             cls._shared[key] = (shared[0], shared[1] + 1)

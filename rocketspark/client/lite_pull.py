@@ -39,6 +39,7 @@ from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import validate_topic
 from rocketspark.remoting.body.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from rocketspark.remoting.signing import SessionCredentials
+from rocketspark.remoting.tls import TrustSetting
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
@@ -102,13 +103,15 @@ class AsyncLitePullConsumer:
         offset_store_dir: Path | None = None,
         client_config: ClientConfig | None = None,
         credentials: SessionCredentials | None = None,
+        use_tls: bool = False,
+        tls_trust: TrustSetting = None,
     ) -> None:
         if min(pull_batch_size, pull_threshold_for_queue, pull_threshold_size_for_queue) <= 0:
             raise ValidationError(
                 "pull_batch_size, pull_threshold_for_queue and pull_threshold_size_for_queue must be positive"
             )
         self.group = group
-        self.client_config = client_config_for(client_config, namesrv_addr, credentials)
+        self.client_config = client_config_for(client_config, namesrv_addr, credentials, use_tls, tls_trust)
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms or int(time.time() * 1000) - 30 * 60 * 1000
         self.message_model = message_model

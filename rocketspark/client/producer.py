@@ -50,6 +50,7 @@ from rocketspark.remoting.body.route import TopicRouteData
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.headers.send import SendMessageRequestHeader
 from rocketspark.remoting.signing import SessionCredentials
+from rocketspark.remoting.tls import TrustSetting
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,8 @@ class AsyncProducer:
         hold_fixed_queues: bool = False,
         client_config: ClientConfig | None = None,
         credentials: SessionCredentials | None = None,
+        use_tls: bool = False,
+        tls_trust: TrustSetting = None,
     ) -> None:
         """`hold_fixed_queues`: a send to a fixed queue (explicit, or by sharding key) that fails
         with a connection error, a broker missing from the route or a retriable answer is tried
@@ -83,11 +86,13 @@ class AsyncProducer:
         (Java's behaviour). The Spark sink sends so: a broker's duplicate window only catches a
         retried send that comes back to it.
 
-        `credentials`: every request is signed with them (ACL 1.0), for brokers with ACL on."""
+        `credentials`: every request is signed with them (ACL 1.0), for brokers with ACL on.
+        `use_tls`: every connection is TLS, certificates verified against `tls_trust` (a CA file,
+        default the system's CAs; see :mod:`rocketspark.remoting.tls`)."""
         if retry_times_when_send_failed < 0 or send_timeout_ms <= 0 or max_message_size <= 0:
             raise ValidationError("send_timeout_ms and max_message_size must be positive, retries not negative")
         self.group = group
-        self.client_config = client_config_for(client_config, namesrv_addr, credentials)
+        self.client_config = client_config_for(client_config, namesrv_addr, credentials, use_tls, tls_trust)
         self.send_timeout_ms = send_timeout_ms
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.compress_msg_body_over_bytes = compress_msg_body_over_bytes
