@@ -62,7 +62,6 @@ async def read_until(store: MessageStore, done: asyncio.Event) -> int:
     return passes
 
 
-@pytest.mark.slow
 async def test_large_deduplicated_rounds_beside_concurrent_reads(
     open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
