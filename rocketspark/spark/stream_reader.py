@@ -1,16 +1,19 @@
 """`RocketMQStreamReader`: micro-batches over the queues of the subscribed topics.
 
 Offsets live in Spark's checkpoint. The consumer group's offsets on the brokers mirror the query's
-progress (next offset to consume, increase-only), so RocketMQ's tools show its lag: the offsets a
-new query starts from, the end of every batch once the next one is planned (Spark commits a batch
-one batch late and never the last one), and what `commit()` reports. A mirror a broker did not take
-is tried again at the next one; the last one of a `Trigger.AvailableNow` run is retried until it is
-taken or `pullTimeoutMs` passes.
+progress (next offset to consume, increase-only as RemoteBrokerOffsetStore): the offsets a new query
+starts from, and the end of every batch once the next one is planned (Spark asks for the next batch
+only when the previous one is done). Spark's `commit(end)` is not used: it reports, one batch late,
+the same offsets the planning step just before it mirrored. A mirror a broker did not take is tried
+again at the next one; the last one of a `Trigger.AvailableNow` run is retried until it is taken or
+`pullTimeoutMs` passes. A queue that started over (its topic created again) is the one exception to
+increase-only: the group follows it back to where the query reads it from.
 
-A queue the query sees for the first time after it started gets its position from the starting
-option as of the query's start: a queue of a broker that was away then is not replayed from its
-earliest offset under `latest`, while a queue created since (scale-out) holds only messages stored
-after the start and so is read from its earliest offset.
+What the next batch takes is decided by `rocketspark.spark.planning`. A queue the query sees for the
+first time after it started gets its position from the starting option as of the query's start: a
+queue of a broker that was away then is not replayed from its earliest offset under `latest`, while a
+queue created since (scale-out) holds only messages stored after the start and so is read from its
+earliest offset.
 """
 
 from __future__ import annotations
@@ -18,19 +21,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from rocketspark.errors import DataLossError, RocketMQError
+from rocketspark.errors import RocketMQError
 from rocketspark.message.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.options import Position, SourceOptions
-from rocketspark.spark.planning import limit_ends, plan_partitions
+from rocketspark.spark.planning import BatchRules, Observed, observe, plan_batch, plan_partitions
 from rocketspark.spark.positions import resolve
 from rocketspark.spark.queue_view import QueueView
 from rocketspark.spark.reading import read_partition
@@ -39,15 +41,6 @@ log = logging.getLogger(__name__)
 
 #: pause between two looks at the cluster while waiting for a broker or a mirror
 WAIT_STEP_S = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class Observed:
-    """The queues as the driver sees them at the start of planning a micro-batch."""
-
-    begin: dict[MessageQueue, int]  # where the previous batch ended, without queues lost for good
-    latest: dict[MessageQueue, int]  # max offsets of the queues whose broker answered
-    waiting: dict[MessageQueue, str]  # queues that cannot be read now, and why
 
 
 class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -113,50 +106,52 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[Any, Any], limit: ReadLimit) -> dict[str, Any]:
         """The end of the next micro-batch. `start` is where the previous one ended, and it has
-        been processed: its offsets are mirrored to the group now.
+        been processed: its offsets are mirrored to the group now (but for queues that started over).
 
         Queues that cannot be read now keep their offsets while the others go on; a
         Trigger.AvailableNow run that has nothing else left waits for them (`_wait_for_brokers`)."""
         self._started()
         begin = offset_dicts.from_dict(start)
         view = QueueView(self.options)
-        self._mirror(view, begin)
         observed = self._observe(view, begin)
+        moved_back = set(observed.moved_back)  # their offsets in `begin` are of queues gone
+        processed = {q: o for q, o in begin.items() if q not in moved_back}
+        self._mirror(view, processed)
         ends = self._plan(view, observed, limit)
         if self._target is not None and ends == begin:  # an AvailableNow run would end with this answer
             if observed.waiting:
                 view, observed = self._wait_for_brokers(begin, observed)
                 ends = self._plan(view, observed, limit)
             if ends == begin:
-                self._mirror_until_taken(begin)
+                self._mirror_until_taken(processed)
         return offset_dicts.to_dict(ends)
 
     def _plan(self, view: QueueView, observed: Observed, limit: ReadLimit) -> dict[MessageQueue, int]:
-        """The next batch's end offsets for what `observed` saw."""
-        latest = observed.latest
-        self._latest = offset_dicts.to_dict(latest)
+        """The next batch's end offsets for what `observed` saw; a queue that started over is read
+        from where the plan restarts it: the AvailableNow target and the group's offset follow it."""
+        self._latest = offset_dicts.to_dict(observed.latest)
         if self._target is not None:
-            for queue, offset in latest.items():  # queues first seen during the run: what they hold now
+            for queue, offset in observed.latest.items():  # queues first seen during the run: what they hold now
                 self._target.setdefault(queue, offset)
-        ends = dict(observed.begin)
-        first_seen = [q for q in latest if q not in observed.begin]
-        if first_seen:
-            starting, group = self.options.starting, self._group()
-            placed = resolve(view, first_seen, starting, group, latest_as_of_ms=self._started())
-            log.info("placing queues seen for the first time: %s", ", ".join(f"{q} at {o}" for q, o in placed.items()))
-            ends.update(placed)  # they join the next batch from there
-        known = {q: observed.begin[q] for q in latest if q in observed.begin}
-        available = {q: max(known[q], self._reachable_end(q, known[q], latest[q])) for q in known}
-        if isinstance(limit, ReadMaxRows):
-            available = limit_ends(known, available, limit.max_rows)
-        ends.update(available)
-        return ends
+        rules = BatchRules(
+            fail_on_data_loss=self.options.fail_on_data_loss,
+            place=lambda queues: resolve(
+                view, queues, self.options.starting, self._group(), latest_as_of_ms=self._started()
+            ),
+            max_rows=limit.max_rows if isinstance(limit, ReadMaxRows) else None,
+            target=self._target,
+        )
+        plan = plan_batch(view, observed, rules)
+        if plan.restarted:
+            if self._target is not None:
+                self._target.update({q: observed.latest[q] for q in plan.restarted})
+            for queue in plan.restarted:  # the mirror is increase-only from the restart on
+                self._mirrored.pop(queue, None)
+            self._mirror(view, plan.restarted)
+        return plan.ends
 
     def _observe(self, view: QueueView, begin: dict[MessageQueue, int]) -> Observed:
-        queues = self._queues(view, must_exist=False)
-        kept, away = self._settle_missing(view, begin, set(queues))
-        latest = view.max_offsets(queues)
-        return Observed(kept, latest, {**away, **view.unreachable})
+        return observe(view, begin, self._queues(view, must_exist=False))
 
     def _wait_for_brokers(self, begin: dict[MessageQueue, int], observed: Observed) -> tuple[QueueView, Observed]:
         """Trigger.AvailableNow must not end as if complete with a broker's messages unread: wait for
@@ -177,41 +172,6 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             observed = self._observe(view, begin)
             if not observed.waiting:
                 return view, observed
-
-    def _reachable_end(self, queue: MessageQueue, begin: int, latest: int) -> int:
-        if latest < begin:
-            message = (
-                f"{queue.describe()} holds offsets up to {latest - 1}, but the query is at {begin}: "
-                "its messages were removed (a topic deleted and created again starts over at offset 0)"
-            )
-            if self.options.fail_on_data_loss:
-                raise DataLossError(message + "; set failOnDataLoss=false to continue from its end")
-            log.warning("%s; continuing from its end (failOnDataLoss=false)", message)
-            return latest
-        if self._target is not None:
-            return min(latest, self._target.get(queue, begin))
-        return latest
-
-    def _settle_missing(
-        self, view: QueueView, begin: dict[MessageQueue, int], current: set[MessageQueue]
-    ) -> tuple[dict[MessageQueue, int], dict[MessageQueue, str]]:
-        """Queues of `begin` that no route lists any more: their broker is down (wait, keeping the
-        offsets), or the topic or its queues are gone (data loss)."""
-        missing = [q for q in begin if q not in current]
-        if not missing:
-            return begin, {}
-        live = view.live_brokers()
-        waiting = {q: f"broker {q.broker_name} is not registered" for q in missing if q.broker_name not in live}
-        for queue in waiting:
-            log.warning("broker %s of %s is not registered; waiting for it", queue.broker_name, queue)
-        lost = [q for q in missing if q not in waiting]
-        if lost:
-            message = "; ".join(f"{q.describe()} (the query is at offset {begin[q]})" for q in lost)
-            message += ": no route lists these queues any more (their topic was deleted or has fewer queues now)"
-            if self.options.fail_on_data_loss:
-                raise DataLossError(message + "; set failOnDataLoss=false to go on without them")
-            log.warning("%s; going on without them (failOnDataLoss=false)", message)
-        return {q: o for q, o in begin.items() if q not in lost}, waiting
 
     def _mirror(self, view: QueueView, offsets: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
         """Mirror processed offsets to the group (increase-only, as RemoteBrokerOffsetStore);
@@ -237,9 +197,6 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
                 return
             time.sleep(WAIT_STEP_S)
-
-    def commit(self, end: dict[Any, Any]) -> None:
-        self._mirror(QueueView(self.options), offset_dicts.from_dict(end))
 
     def partitions(self, start: dict[Any, Any], end: dict[Any, Any]) -> Sequence[InputPartition]:
         return plan_partitions(offset_dicts.from_dict(start), offset_dicts.from_dict(end), self.options.num_partitions)

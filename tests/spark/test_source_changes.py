@@ -12,12 +12,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from rocketspark.client.allocation import averagely_by_index
-from rocketspark.client.api import offset
+from rocketspark.client.api import admin, offset
 from rocketspark.client.api.route import get_route
 from rocketspark.message.queue import MessageQueue
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
-from tests.spark.cluster import Brokers, SparkCluster, ends_of
+from tests.spark.cluster import Brokers, Row, SparkCluster, ends_of
 from tests.spark.queries import run_available_now, start_stream, stored_rows, stream, wait_for
 
 #: broker settings under which a closed commit-log segment expires about a second after its last write
@@ -54,6 +54,21 @@ def min_offset(cluster: SparkCluster, broker_name: str, topic: str, queue_id: in
             await client.close()
 
     return asyncio.run(ask())
+
+
+def delete_topic(cluster: SparkCluster, topic: str) -> None:
+    """Delete `topic` from every broker (its queues and consumer offsets) and from the name server."""
+
+    async def delete() -> None:
+        client = RemotingClient()
+        try:
+            for broker in cluster.brokers.values():
+                await admin.delete_topic_in_broker(client, broker.address, topic)
+            await admin.delete_topic_in_namesrv(client, cluster.namesrv_addr, topic)
+        finally:
+            await client.close()
+
+    asyncio.run(delete())
 
 
 def test_partitions_follow_average_allocation(spark: SparkSession, two_brokers: SparkCluster) -> None:
@@ -154,6 +169,46 @@ def test_queues_gone_from_the_route_are_data_loss_unless_allowed(
     stored = spark.read.parquet(str(output))
     assert stored.count() == 52
     assert {r.msgId for r in stored.filter(F.col("queueOffset") >= 5).collect()} == {row[4] for row in later}
+
+
+@pytest.mark.slow
+def test_a_topic_created_again_while_the_query_is_stopped_is_read_from_its_first_offset(
+    spark: SparkSession, two_brokers: SparkCluster, tmp_path: Path
+) -> None:
+    """The topic's 8 queues start over at 0 below the checkpoint's 100: failOnDataLoss=true fails naming
+    the queues; false reads every message of the new topic once, and the group's offsets follow it back."""
+    two_brokers.create_topic("Reborn")
+    sent = two_brokers.produce("Reborn", 800)  # 100 a queue
+    output, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+
+    def frame(**options: str):  # type: ignore[no-untyped-def]
+        return stream(spark, two_brokers, "Reborn", "reborn_group", startingOffsets="earliest", **options)
+
+    def group_at(rows: list[Row]) -> bool:
+        return two_brokers.group_offsets("reborn_group", "Reborn") == ends_of(rows)
+
+    run_available_now(frame(), "parquet", checkpoint, path=str(output))
+    delete_topic(two_brokers, "Reborn")
+    two_brokers.create_topic("Reborn")
+    recreated = two_brokers.produce("Reborn", 320)  # 40 a queue
+    assert set(ends_of(recreated).values()) == {40}
+
+    error = str(run_available_now(frame(), "parquet", checkpoint, path=str(output), expect_error=True).exception())
+    assert "topic Reborn, broker broker-a, queue 0 ends at offset 40 but the query is at 100" in error, error
+    assert "topic Reborn, broker broker-b, queue 3" in error and "set failOnDataLoss=false" in error
+
+    query = start_stream(frame(failOnDataLoss="false"), output, checkpoint)
+    try:
+        wait_for(lambda: stored_rows(spark, output) >= 800 + 320, "the recreated topic's first 320 messages")
+        wait_for(lambda: group_at(recreated), "the group's offsets back at 40 a queue")
+        later = two_brokers.produce("Reborn", 685, first=320)  # past the old offsets: 125 or 126 a queue
+        wait_for(lambda: group_at(recreated + later), "the group's offsets at the end of every queue")
+        assert query.isActive, query.exception()
+    finally:
+        query.stop()
+    # every batch up to the queues' ends is in the sink (their ends are mirrored only once processed)
+    stored = sorted(r.msgId for r in spark.read.parquet(str(output)).select("msgId").collect())
+    assert stored == sorted(row[4] for row in sent + recreated + later)
 
 
 @pytest.mark.slow
