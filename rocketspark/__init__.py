@@ -9,7 +9,7 @@ The client library::
 
 `AsyncProducer`, `AsyncLitePullConsumer` and `AsyncPushConsumer` are the asyncio versions. Every error derives from
 `RocketMQError`. Against brokers with ACL on, pass `credentials=SessionCredentials(access_key, secret_key)` to any of
-them: every request is then signed.
+them: every request is then signed. `use_tls=True` (with `tls_trust=` a CA file) makes every connection TLS.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from rocketspark.message.queue import MessageQueue
     from rocketspark.remoting.body.heartbeat import ConsumeFromWhere, MessageModel
     from rocketspark.remoting.signing import SessionCredentials
+    from rocketspark.remoting.tls import TlsTrust
 
 #: where each public name lives; imported on first use, so `import rocketspark.cli` (and every Spark
 #: Python worker that looks data sources up) does not load the client, pyarrow and numpy up front
@@ -51,6 +52,7 @@ _EXPORTS = {
     "ConsumeFromWhere": "rocketspark.remoting.body.heartbeat",
     "MessageModel": "rocketspark.remoting.body.heartbeat",
     "SessionCredentials": "rocketspark.remoting.signing",
+    "TlsTrust": "rocketspark.remoting.tls",
 }
 
 
@@ -84,5 +86,6 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "SessionCredentials",
+    "TlsTrust",
     "__version__",
 ]
