@@ -27,13 +27,16 @@ from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all
 from tests.waiting import eventually
 
+#: the broker's only delay level: every retry comes back this long after its failure
+DELAY_S = 1.0
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     factory = ServerFactory(tmp_path_factory.mktemp("push-retry-cluster"))
     try:
         namesrv = factory.namesrv()
-        settings = ("--set", "registerNameServerPeriod=1000", "--set", "messageDelayLevel=1s")
+        settings = ("--set", "registerNameServerPeriod=1000", "--set", f"messageDelayLevel={DELAY_S:.0f}s")
         yield Cluster(namesrv, factory.broker(namesrv.address, *settings))
     finally:
         factory.stop_all()
@@ -113,10 +116,12 @@ async def test_message_failing_every_time_ends_in_the_dead_letter_topic(cluster:
         attempts.add(messages[0])
         return ConsumeStatus.RECONSUME_LATER
 
-    async with push_consumer(cluster, group, listener, topic, max_reconsume_times=2):
+    # a wrong extra attempt would come back through the retry topic after the delay (1 s), or be
+    # retried here after reconsume_later_delay_ms (0.5 s) had the send-back failed
+    async with push_consumer(cluster, group, listener, topic, max_reconsume_times=2, reconsume_later_delay_ms=500):
         await send_round_robin(cluster, topic, [b"hopeless"])
         [dead] = await eventually(lambda: stored(cluster, f"%DLQ%{group}"), timeout_s=10, what="the dead letter")
-        await asyncio.sleep(0.3)  # room for a wrong extra attempt
+        await asyncio.sleep(2 * DELAY_S)  # past the earliest moment either could happen
     assert attempts.of(b"hopeless") == [0, 1, 2]
     assert (dead.body, dead.reconsume_times, dead.properties[props.RETRY_TOPIC]) == (b"hopeless", 3, topic)
     # named explicitly, the dead-letter topic reads like any other
