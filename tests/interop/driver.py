@@ -138,8 +138,12 @@ class ClientRun:
 class RealClient:
     """Runs real-client commands against one name server; see the module docstring."""
 
-    def __init__(self, namesrv: str, home: Path, servers: Sequence[ServerProcess]) -> None:
+    def __init__(
+        self, namesrv: str, home: Path, servers: Sequence[ServerProcess], credentials: dict[str, str] | None = None
+    ) -> None:
+        """`credentials`: `access_key`, `secret_key`, `channel` for `set_session_credentials`; None: unsigned."""
         self.namesrv = namesrv
+        self.credentials = credentials
         self.home = home
         self.servers = servers
         self.runs: list[ClientRun] = []
@@ -155,7 +159,8 @@ class RealClient:
         return "\n".join(parts)
 
     def _start(self, command: str, args: dict[str, Any], timeout_s: float) -> ClientRun:
-        run = ClientRun(command, {"namesrv": self.namesrv, **args}, self.home, timeout_s)
+        run_args = {"namesrv": self.namesrv, "credentials": self.credentials, **args}
+        run = ClientRun(command, run_args, self.home, timeout_s)
         self.runs.append(run)
         return run
 

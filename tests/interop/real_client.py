@@ -9,7 +9,9 @@ object in a file (a thousand messages would overflow the command line)::
     python -m tests.interop.real_client produce produce-args.json  # {"namesrv": ..., "group": ..., "sends": [...]}
     python -m tests.interop.real_client consume consume-args.json  # {"namesrv": ..., "group": ..., "topic": ...}
 
-Each command prints one JSON document on stdout; the shapes are documented on the functions.
+Each command prints one JSON document on stdout; the shapes are documented on the functions. Either
+command signs its requests when its arguments hold `"credentials": {"access_key", "secret_key",
+"channel"}` (the client's `set_session_credentials`).
 """
 
 from __future__ import annotations
@@ -73,6 +75,13 @@ def _send(producer: Any, send: JsonDict) -> list[JsonDict]:
             raise ValueError(f"unknown send method {other!r}")
 
 
+def _credentials(client: Any, args: JsonDict) -> None:
+    """`set_session_credentials(access_key, secret_key, channel)` when `args` has `credentials`."""
+    credentials = args.get("credentials")
+    if credentials:
+        client.set_session_credentials(credentials["access_key"], credentials["secret_key"], credentials["channel"])
+
+
 def produce(args: JsonDict) -> JsonDict:
     """Send with one producer; each request's outcome in order.
 
@@ -88,6 +97,7 @@ def produce(args: JsonDict) -> JsonDict:
 
     producer = Producer(args["group"])
     producer.set_namesrv_addr(args["namesrv"])
+    _credentials(producer, args)
     producer.start()
     try:
         results = [outcome for send in args["sends"] for outcome in _send(producer, send)]
@@ -114,6 +124,7 @@ def consume(args: JsonDict) -> JsonDict:
     model = MessageModel.BROADCASTING if args.get("broadcasting") else MessageModel.CLUSTERING
     consumer = PushConsumer(args["group"], orderly=bool(args.get("orderly")), message_model=model)
     consumer.set_namesrv_addr(args["namesrv"])
+    _credentials(consumer, args)
     received: list[JsonDict] = []
     lock = threading.Lock()
     reached = threading.Event()
