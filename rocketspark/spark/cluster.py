@@ -1,8 +1,8 @@
 """The Spark side's connection to RocketMQ: one client per process, and the group's heartbeat.
 
 Every Python process (the driver's source runner, each executor's Python worker) keeps one client
-per name-server list on the process's shared event-loop thread, reused by every task; nothing relies
-on Spark calling `stop()`.
+per name-server list and credentials on the process's shared event-loop thread, reused by every task;
+nothing relies on Spark calling `stop()`.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from rocketspark.client.instance import ClientInstance, ConsumerRegistration
 from rocketspark.client.sync import shared_loop
 from rocketspark.message.filter import build_subscription
 from rocketspark.remoting.body.heartbeat import ConsumerData, ConsumeType, MessageModel
+from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.spark.options import SourceOptions
 
 T = TypeVar("T")
 
-_instances: dict[str, ClientInstance] = {}
+_instances: dict[tuple[str, SessionCredentials | None], ClientInstance] = {}
 _lock = threading.Lock()
 #: the longest a single question to the cluster may take before it is an error
 QUERY_TIMEOUT_S = 30.0
@@ -31,17 +32,20 @@ def run(coroutine: Coroutine[Any, Any, T], timeout_s: float | None = QUERY_TIMEO
     return shared_loop().run(coroutine, timeout_s)
 
 
-def instance(namesrv_addr: str) -> ClientInstance:
-    """This process's client for these name servers, started on first use and kept for its life."""
+def instance(namesrv_addr: str, credentials: SessionCredentials | None = None) -> ClientInstance:
+    """This process's client for these name servers, signing with `credentials` when given, started
+    on first use and kept for its life."""
+    key = (namesrv_addr, credentials)
     with _lock:
-        found = _instances.get(namesrv_addr)
+        found = _instances.get(key)
         if found is None or found.state.name != "RUNNING":
-            found = run(ClientInstance.acquire(ClientConfig(namesrv_addr=namesrv_addr)))
-            _instances[namesrv_addr] = found
+            config = ClientConfig(namesrv_addr=namesrv_addr, credentials=credentials)
+            found = run(ClientInstance.acquire(config))
+            _instances[key] = found
         return found
 
 
-_heartbeaten: dict[tuple[str, str], frozenset[str]] = {}
+_heartbeaten: dict[tuple[str, SessionCredentials | None, str], frozenset[str]] = {}
 
 
 def keep_group_alive(options: SourceOptions, topics: Callable[[], Iterable[str]]) -> None:
@@ -53,8 +57,8 @@ def keep_group_alive(options: SourceOptions, topics: Callable[[], Iterable[str]]
     """
     assert options.consumer_group is not None
     group = options.consumer_group
-    key = (options.namesrv_addr, group)
-    client = instance(options.namesrv_addr)
+    key = (options.namesrv_addr, options.credentials, group)
+    client = instance(options.namesrv_addr, options.credentials)
 
     def consumer_data() -> ConsumerData:  # what each heartbeat says of the group
         return ConsumerData(

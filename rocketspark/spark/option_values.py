@@ -9,6 +9,11 @@ from collections.abc import Collection, Mapping
 
 from rocketspark.client.config import parse_namesrv_addr
 from rocketspark.errors import ConfigError
+from rocketspark.remoting.signing import SessionCredentials
+
+#: the options that sign requests for brokers with ACL on (lower case); Spark's default
+#: spark.redaction.regex covers their names, and they are never logged
+CREDENTIAL_OPTIONS = frozenset({"accesskey", "secretkey", "securitytoken"})
 
 
 def lowered_options(options: Mapping[str, str], known: Collection[str]) -> dict[str, str]:
@@ -57,3 +62,19 @@ def one_of(options: Mapping[str, str], *names: str) -> str | None:
     if len(given) > 1:
         raise ConfigError(f"options {' and '.join(given)} mean the same thing; give one")
     return options[given[0].lower()] if given else None
+
+
+def credentials_option(options: Mapping[str, str]) -> SessionCredentials | None:
+    """`accessKey` and `secretKey` (with an optional `securityToken`) as credentials; None without
+    them. The error of a half-given pair names the options, never their values."""
+    access_key = (options.get("accesskey") or "").strip()
+    secret_key = options.get("secretkey") or ""
+    token = options.get("securitytoken") or None
+    if not access_key and not secret_key:
+        if token:
+            raise ConfigError("option securityToken needs the options accessKey and secretKey")
+        return None
+    if not access_key or not secret_key:
+        missing = "accessKey" if not access_key else "secretKey"
+        raise ConfigError(f"options accessKey and secretKey go together: {missing} is missing or empty")
+    return SessionCredentials(access_key, secret_key, token)

@@ -12,8 +12,16 @@ from rocketspark.errors import ConfigError, ValidationError
 from rocketspark.message.filter import parse_tag_expression
 from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import validate_group, validate_topic
+from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.spark import offsets as offset_dicts
-from rocketspark.spark.option_values import bool_option, int_option, lowered_options, namesrv_option
+from rocketspark.spark.option_values import (
+    CREDENTIAL_OPTIONS,
+    bool_option,
+    credentials_option,
+    int_option,
+    lowered_options,
+    namesrv_option,
+)
 
 DEFAULT_PULL_BATCH_SIZE = 10_000
 DEFAULT_PULL_TIMEOUT_MS = 120_000
@@ -40,6 +48,7 @@ KNOWN_OPTIONS = frozenset(
         "pulltimeoutms",
         "path",  # what load(path) passes; not used
     }
+    | CREDENTIAL_OPTIONS
 )
 
 
@@ -75,6 +84,8 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
+    #: signs every request (ACL 1.0); its repr shows the access key only
+    credentials: SessionCredentials | None = None
 
     def pattern(self) -> re.Pattern[str] | None:
         return re.compile(self.topic_pattern) if self.topic_pattern is not None else None
@@ -204,4 +215,5 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
         fail_on_data_loss=bool_option(lowered, "failOnDataLoss", True),
         pull_batch_size=int_option(lowered, "pullBatchSize", minimum=1) or DEFAULT_PULL_BATCH_SIZE,
         pull_timeout_ms=int_option(lowered, "pullTimeoutMs", minimum=1) or DEFAULT_PULL_TIMEOUT_MS,
+        credentials=credentials_option(lowered),
     )

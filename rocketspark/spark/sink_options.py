@@ -20,7 +20,15 @@ from pyspark.sql.types import (
 
 from rocketspark.errors import ConfigError, ValidationError
 from rocketspark.message.validation import validate_group, validate_send_topic
-from rocketspark.spark.option_values import bool_option, int_option, lowered_options, namesrv_option
+from rocketspark.remoting.signing import SessionCredentials
+from rocketspark.spark.option_values import (
+    CREDENTIAL_OPTIONS,
+    bool_option,
+    credentials_option,
+    int_option,
+    lowered_options,
+    namesrv_option,
+)
 
 DEFAULT_PRODUCER_GROUP = "spark-rocketmq-producer"
 #: longer than a producer's 3 s: a write waits out a busy broker rather than fail the task
@@ -42,9 +50,11 @@ KNOWN_SINK_OPTIONS = frozenset(
         "txnappid",
         "txnversion",
         "delaylevel",
-        "checkpointlocation",  # Spark's, for streaming writes; deterministic ids read its offset log
+        "checkpointlocation",  # Spark's, for streaming writes: not used
+        "queryname",  # Spark's, for a streaming query given a name: not used
         "path",  # what save(path) / start(path) passes: not used
     }
+    | CREDENTIAL_OPTIONS
 )
 
 _STRING = "string"
@@ -76,6 +86,8 @@ class SinkOptions:
     checkpoint_location: str | None = None
     #: the delay level of rows whose `delayLevel` column is null or missing (0: not delayed)
     delay_level: int = 0
+    #: signs every request (ACL 1.0); its repr shows the access key only
+    credentials: SessionCredentials | None = None
 
     def idempotent(self, streaming: bool) -> bool:
         """Whether this write sends deterministic ids: by default streaming writes do, and batch
@@ -128,6 +140,7 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         txn_version=version,
         checkpoint_location=lowered.get("checkpointlocation"),
         delay_level=int_option(lowered, "delayLevel", minimum=0) or 0,
+        credentials=credentials_option(lowered),
     )
 
 
