@@ -127,8 +127,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offset_dicts.to_dict(ends)
 
     def _plan(self, view: QueueView, observed: Observed, limit: ReadLimit) -> dict[MessageQueue, int]:
-        """The next batch's end offsets for what `observed` saw; a queue that started over is read
-        from where the plan restarts it: the AvailableNow target and the group's offset follow it."""
+        """The next batch's end offsets for what `observed` saw. A queue that started over is read
+        from where the plan restarts it: the AvailableNow target and the group's offset follow it
+        there; so does the group's offset of a lost queue that comes back (placed as first seen)."""
         self._latest = offset_dicts.to_dict(observed.latest)
         if self._target is not None:
             for queue, offset in observed.latest.items():  # queues first seen during the run: what they hold now
@@ -142,11 +143,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             target=self._target,
         )
         plan = plan_batch(view, observed, rules)
+        for queue in [*observed.lost, *plan.restarted]:  # when read again, from where the plan puts them
+            self._mirrored.pop(queue, None)
         if plan.restarted:
             if self._target is not None:
                 self._target.update({q: observed.latest[q] for q in plan.restarted})
-            for queue in plan.restarted:  # the mirror is increase-only from the restart on
-                self._mirrored.pop(queue, None)
             self._mirror(view, plan.restarted)
         return plan.ends
 

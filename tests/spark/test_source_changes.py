@@ -212,6 +212,39 @@ def test_a_topic_created_again_while_the_query_is_stopped_is_read_from_its_first
 
 
 @pytest.mark.slow
+def test_a_topic_created_again_under_a_running_query_is_read_from_its_first_offset(
+    spark: SparkSession, two_brokers: SparkCluster, tmp_path: Path
+) -> None:
+    """Deleted and created again within about a trigger interval: whether a trigger sees the queues gone,
+    at offset 0, or back with 40 messages, every message of the new topic is read once (failOnDataLoss=false)
+    and the group's offsets follow the queues back."""
+    two_brokers.create_topic("RebornLive")
+    sent = two_brokers.produce("RebornLive", 800)  # 100 a queue
+    output = tmp_path / "out"
+
+    def group_at(rows: list[Row]) -> bool:
+        return two_brokers.group_offsets("reborn_live_group", "RebornLive") == ends_of(rows)
+
+    frame = stream(
+        spark, two_brokers, "RebornLive", "reborn_live_group", startingOffsets="earliest", failOnDataLoss="false"
+    )
+    query = start_stream(frame, output, tmp_path / "ckpt")
+    try:
+        wait_for(lambda: group_at(sent), "the group's offsets at 100 a queue")
+        delete_topic(two_brokers, "RebornLive")
+        two_brokers.create_topic("RebornLive")
+        recreated = two_brokers.produce("RebornLive", 320)  # 40 a queue
+        wait_for(lambda: group_at(recreated), "the group's offsets back at 40 a queue")
+        later = two_brokers.produce("RebornLive", 685, first=320)
+        wait_for(lambda: group_at(recreated + later), "the group's offsets at the end of every queue")
+        assert query.isActive, query.exception()
+    finally:
+        query.stop()
+    stored = sorted(r.msgId for r in spark.read.parquet(str(output)).select("msgId").collect())
+    assert stored == sorted(row[4] for row in sent + recreated + later)
+
+
+@pytest.mark.slow
 def test_messages_removed_by_retention_are_data_loss_unless_allowed(
     spark: SparkSession, servers: ServerFactory
 ) -> None:
