@@ -3,10 +3,11 @@
 Queue n - 1 of SCHEDULE_TOPIC_XXXX holds the messages of delay level n in the order they were
 stored, so they fall due in that order too: every tick (100 ms, Java's DELAY_FOR_A_WHILE) each level
 delivers its messages stored at least that level's delay ago, from where it stopped (broker/schedule.py
-says what a delivered message looks like). Where each level stopped is kept in
-`config/delayOffset.json`, Java's `{"offsetTable": {level: offset}}`, written after every tick that
-delivered something and at shutdown: after a crash, the messages delivered since the last write are
-delivered again (at least once, as in Java; a user topic's duplicate window drops such copies).
+says what a delivered message looks like). Where each level stopped is written to
+`config/delayOffset.json` after every tick that delivered something, at least every second while the
+commit log grows, and at shutdown (broker/schedule_progress.py). Each delayed message is delivered
+once: a run refused while later ones were stored is delivered alone on a later tick, and after a
+crash the deliveries stored since the last write are found in the commit log and not repeated.
 """
 
 from __future__ import annotations
@@ -17,21 +18,22 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from broker.schedule import DelayLevels, due_message
+from broker.schedule_progress import DeliveryProgress
 from broker.store.append_requests import StandardMessage
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus, PutResult
 from rocketspark.errors import RocketMQError
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message.validation import SCHEDULE_TOPIC
-from rocketspark.remoting.body.jsonbody import loads
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
+#: while nothing is delivered, how often the progress is written again as the commit log grows
+#: (a crash then reads back at most this much of the commit log at startup)
+_IDLE_PERSIST_S = 1.0
 #: messages of one level delivered in one step (a step's reads and writes are a few store calls)
 _STEP_MESSAGES = 1024
 _STEP_BYTES = 16 * 1024 * 1024
@@ -39,33 +41,33 @@ _STEP_BYTES = 16 * 1024 * 1024
 
 @dataclass(slots=True)
 class _Run:
-    """Consecutive due messages for one queue, and the SCHEDULE_TOPIC_XXXX offset after them."""
+    """Consecutive due messages for one queue, and their SCHEDULE_TOPIC_XXXX offsets."""
 
     topic: str
     queue_id: int
     messages: list[StandardMessage]
-    end: int
+    offsets: list[int]
 
 
 class ScheduleMessageService:
     def __init__(self, store: MessageStore, levels: DelayLevels, writer: AtomicFileWriter) -> None:
         self._store = store
         self._levels = levels
+        self.progress = DeliveryProgress(writer)
         self._writer = writer
-        self.offsets: dict[int, int] = {}  # delay level -> next SCHEDULE_TOPIC_XXXX offset to deliver
         self._level_count = levels.max_level
+        self._persisted_at = 0.0
         self._service = PeriodicService("deliver-delayed-messages", TICK_S, self.deliver_due)
 
     def load(self) -> None:
-        """Read the delivery progress (after the store recovered). Levels beyond the configured ones
+        """Read the delivery progress and count the deliveries stored after it was written (after
+        the store recovered, before the broker serves). Levels beyond the configured ones
         (messageDelayLevel shortened since they were stored) are delivered after the last level's delay."""
         parked = [queue_id + 1 for topic, queue_id in self._store.queues if topic == SCHEDULE_TOPIC]
         self._level_count = max([self._levels.max_level, *parked])
-        path = self._writer.path
-        if path.exists():
-            table = loads(path.read_bytes()).get("offsetTable") or {}
-            self.offsets = {int(level): int(offset) for level, offset in table.items()}
-            log.info("delivery progress of %d delay level(s) loaded from %s", len(self.offsets), path)
+        self.progress.load()
+        self.progress.recover(self._store.commit_log)
+        self._persist()
 
     def start(self) -> None:
         self._service.start()
@@ -81,72 +83,75 @@ class ScheduleMessageService:
         delivered = 0
         for level in range(1, self._level_count + 1):
             delivered += await self._deliver_level(level, now_ms - self._levels.delay_ms(level))
-        if delivered:
+        moved = self.progress.watermark != self._store.commit_log.max_offset
+        if delivered or (moved and time.monotonic() - self._persisted_at >= _IDLE_PERSIST_S):
             self._persist()
 
     async def _deliver_level(self, level: int, stored_by_ms: int) -> int:
         """Deliver the level's messages stored by `stored_by_ms`; how many were delivered."""
+        progress = self.progress
         delivered = 0
         while True:
-            offset, due = await self._store.stored_by(
-                SCHEDULE_TOPIC, level - 1, self.offsets.get(level, 0), stored_by_ms, _STEP_MESSAGES
-            )
-            if offset != self.offsets.get(level, 0):
+            start = progress.offset(level)
+            offset, due = await self._store.stored_by(SCHEDULE_TOPIC, level - 1, start, stored_by_ms, _STEP_MESSAGES)
+            if offset != start:
                 log.warning("delay level %d: messages below offset %d were deleted before they were due", level, offset)
-                self.offsets[level] = offset
+                progress.skip_to(level, offset)
             if not due:
                 return delivered
             result = await self._store.get_messages(
                 SCHEDULE_TOPIC, level - 1, offset, max_messages=due, max_bytes=_STEP_BYTES
             )
             if result.status is GetStatus.FOUND:
-                end = await self._put([row for batch in result.batches() for row in batch.to_pylist()])
-                if end is None:
+                rows = [row for batch in result.batches() for row in batch.to_pylist()]
+                undelivered = [row for row in rows if not progress.is_delivered(level, row["queue_offset"])]
+                done = await self._put(level, undelivered)
+                progress.delivered(level, done)
+                delivered += len(done)
+                if len(done) < len(undelivered):
                     return delivered
+                removed = set(range(offset, result.next_begin_offset)) - {row["queue_offset"] for row in rows}
+                progress.delivered(level, removed)  # deleted from the commit log meanwhile
             elif result.status is GetStatus.MESSAGE_WAS_REMOVING:  # the commit log no longer holds them
-                end = max(result.next_begin_offset, offset + 1)
+                progress.skip_to(level, max(result.next_begin_offset, offset + 1))
             else:
                 log.warning("delay level %d: reading offset %d found %s; trying again", level, offset, result.status)
                 return delivered
-            delivered += end - offset
-            self.offsets[level] = end
 
-    async def _put(self, rows: list[dict[str, Any]]) -> int | None:
-        """Store `rows` in their real queues, one write per run of rows for one queue: the offset after
-        the last row of the runs written before the first failure (None: the first run failed)."""
+    async def _put(self, level: int, rows: list[dict[str, Any]]) -> list[int]:
+        """Store `rows` in their real queues, one write per run of rows for one queue: the offsets
+        of the rows stored, and of those that cannot be delivered (they are skipped)."""
+        done: list[int] = []
         runs: list[_Run] = []
         for row in rows:
             try:
-                topic, queue_id, message = due_message(row)
+                topic, queue_id, message = due_message(row, level)
             except (ValueError, RocketMQError):  # nothing to deliver: skipped
                 log.exception("scheduled message at offset %d cannot be delivered", row["queue_offset"])
-                runs.append(_Run("", -1, [], row["queue_offset"] + 1))
+                done.append(row["queue_offset"])
                 continue
-            if runs and runs[-1].messages and (runs[-1].topic, runs[-1].queue_id) == (topic, queue_id):
+            if runs and (runs[-1].topic, runs[-1].queue_id) == (topic, queue_id):
                 runs[-1].messages.append(message)
-                runs[-1].end = row["queue_offset"] + 1
+                runs[-1].offsets.append(row["queue_offset"])
             else:
-                runs.append(_Run(topic, queue_id, [message], row["queue_offset"] + 1))
-        writes: list[asyncio.Future[PutResult] | None] = []
+                runs.append(_Run(topic, queue_id, [message], [row["queue_offset"]]))
+        writes: list[tuple[_Run, asyncio.Future[PutResult]]] = []
         for run in runs:
             try:
-                writes.append(self._store.put_messages(run.topic, run.queue_id, run.messages) if run.messages else None)
+                writes.append((run, self._store.put_messages(run.topic, run.queue_id, run.messages)))
             except RocketMQError as exc:  # the store is busy: the rest waits for the next tick
                 log.warning("delivering delayed messages to %s failed: %s; trying again", run.topic, exc)
                 break
-        end = None
-        failed = False
-        for run, write in zip(runs, writes, strict=False):
-            if write is not None:
-                try:
-                    await write
-                except RocketMQError as exc:  # the runs after it are delivered again next tick
-                    log.warning("delivering delayed messages to %s failed: %s; trying again", run.topic, exc)
-                    failed = True
-            if not failed:
-                end = run.end
-        return end
+        results = await asyncio.gather(*(write for _, write in writes), return_exceptions=True)
+        for (run, _), result in zip(writes, results, strict=True):
+            if isinstance(result, RocketMQError):  # this run is delivered again next tick, alone
+                log.warning("delivering delayed messages to %s failed: %s; trying again", run.topic, result)
+            elif isinstance(result, BaseException):
+                log.error("delivering delayed messages to %s failed", run.topic, exc_info=result)
+            else:
+                done.extend(run.offsets)
+        return done
 
     def _persist(self) -> None:
-        table = {str(level): offset for level, offset in sorted(self.offsets.items())}
-        self._writer.write(orjson.dumps({"offsetTable": table}, option=orjson.OPT_INDENT_2))
+        self.progress.persist(self._store.commit_log.max_offset)
+        self._persisted_at = time.monotonic()

@@ -51,12 +51,14 @@ def test_a_parked_message_comes_back_as_it_was_sent() -> None:
         "born_timestamp": 1,
         "born_host": "127.0.0.1:1",
         "reconsume_times": 2,
+        "queue_offset": 41,
     }
-    real_topic, real_queue, message = due_message(row)
+    real_topic, real_queue, message = due_message(row, 2)
     assert (real_topic, real_queue, message.uniq_key, message.reconsume_times) == ("Orders", 3, "U", 2)
     assert props.DELAY_TIME_LEVEL not in props.decode_properties(message.properties)
+    assert props.decode_properties(message.properties)["SCHEDULE_ORIGIN"] == "2:41"
     with pytest.raises(ValueError, match="no real topic"):
-        due_message({**row, "properties": props.encode_properties({"DELAY": "1"})})
+        due_message({**row, "properties": props.encode_properties({"DELAY": "1"})}, 1)
 
 
 def test_the_delay_property() -> None:
