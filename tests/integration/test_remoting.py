@@ -38,6 +38,7 @@ class Recorder:
     def __init__(self) -> None:
         self.oneway: list[RemotingCommand] = []
         self.connections: list[Connection] = []
+        self.never_answered: list[RemotingCommand] = []
 
 
 def build_processors(recorder: Recorder) -> ProcessorTable:
@@ -58,6 +59,7 @@ def build_processors(recorder: Recorder) -> ProcessorTable:
         raise TopicNotExistError("topic X does not exist", code=ResponseCode.TOPIC_NOT_EXIST)
 
     async def never(connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        recorder.never_answered.append(request)
         await asyncio.sleep(3600)
         raise AssertionError
 
@@ -164,13 +166,13 @@ async def test_timeout_is_typed_and_late_connection_survives(
 
 
 async def test_pending_requests_fail_when_connection_closes(
-    server: RemotingServer, remoting_client: RemotingClient
+    server: RemotingServer, remoting_client: RemotingClient, recorder: Recorder
 ) -> None:
     pending = [
         asyncio.ensure_future(remoting_client.invoke(server.address, RemotingCommand.request(NEVER), timeout_s=30))
         for _ in range(3)
     ]
-    await asyncio.sleep(0.2)
+    await eventually(lambda: len(recorder.never_answered) == 3, what="the requests at the server")
     for connection in list(server.connections):
         connection.close("test closes it")
     results = await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 5)
