@@ -4,7 +4,12 @@ NO_PERMISSION (16), nothing of them is stored, and the same connection serves th
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
+from broker.acl.accounts import parse_acl
+from broker.acl.addresses import client_ip
+from broker.acl.resources import RULES
+from broker.acl.validator import AccessValidator
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.headers.admin import CreateTopicRequestHeader
@@ -12,9 +17,11 @@ from rocketspark.remoting.headers.offset import QueueRequestHeader
 from rocketspark.remoting.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader
 from rocketspark.remoting.headers.send import SendMessageRequestHeader, encode_send_header
 from rocketspark.remoting.signing import SessionCredentials
+from tests.harness import ServerFactory
 from tests.integration.broker_client import properties, send_header
 from tests.integration.raw_frames import RawConnection, arrow_send_request, producer_rows
 from tests.security.conftest import (
+    ACCOUNTS,
     ADMIN,
     DENIED_GROUP,
     DENIED_TOPIC,
@@ -23,6 +30,7 @@ from tests.security.conftest import (
     USER,
     AclBroker,
     signed,
+    start_acl_broker,
 )
 
 TOPIC = "AclRawTopic"
@@ -145,3 +153,39 @@ async def test_an_address_on_the_accounts_white_list_skips_the_signature(acl_bro
         response = await connection.invoke(request)
         assert response.code == ResponseCode.SUCCESS, response.remark
         assert await stored_count(connection, TOPIC) == 1
+
+
+async def test_an_unreadable_header_is_answered_as_its_processor_would(acl_broker: AclBroker) -> None:
+    request = signed(pull_request(TOPIC, "some_group"), USER)
+    del request.ext_fields["consumerGroup"]
+    request.ext_fields["Signature"] = signed(request, USER).ext_fields["Signature"]
+    async with RawConnection(acl_broker.broker.address) as connection:
+        response = await connection.invoke(request)
+    assert response.code == ResponseCode.INVALID_PARAMETER
+    assert "consumerGroup" in (response.remark or "")
+
+
+async def test_the_global_white_list_needs_no_access_key(servers: ServerFactory, tmp_path: Path) -> None:
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text("globalWhiteRemoteAddresses:\n  - 127.0.0.*\n" + ACCOUNTS.split("\n", 3)[3])
+    acl = start_acl_broker(servers, acl_file)
+    async with RawConnection(acl.broker.address) as connection:
+        unsigned = await connection.invoke(send_request(DENIED_TOPIC, b"from a trusted address"))
+        assert unsigned.code == ResponseCode.SUCCESS, unsigned.remark
+        assert await stored_count(connection, DENIED_TOPIC) == 1
+
+
+def test_a_code_without_a_rule_needs_an_admin_account() -> None:
+    validator = AccessValidator(parse_acl(ACCOUNTS, "accounts"))
+    unlisted = RequestCode.WIPE_WRITE_PERM_OF_BROKER
+    assert unlisted not in RULES
+    refusal = validator.check("10.1.2.3", signed(RemotingCommand.request(unlisted), USER))
+    expected = f"needs an admin account, and access key {USER.access_key} is not one"
+    assert refusal == f"No permission: WIPE_WRITE_PERM_OF_BROKER(205) {expected}"
+    assert validator.check("10.1.2.3", signed(RemotingCommand.request(unlisted), ADMIN)) is None
+
+
+def test_client_addresses_are_matched_by_their_ip() -> None:
+    assert client_ip("127.0.0.1:50123") == "127.0.0.1"
+    assert client_ip("::ffff:10.0.0.9:50123") == "10.0.0.9"
+    assert client_ip("::1:50123") == "::1"
