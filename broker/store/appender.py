@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
@@ -293,7 +293,7 @@ class CommitLogAppender:
         decided = await settle(requests, repeats, self._stored_bodies)
         return [RoundSend.of(r, d) for r, d in zip(requests, decided, strict=True)]
 
-    async def _stored_bodies(self, offsets: Sequence[int]) -> list[bytes | None]:
+    async def _stored_bodies(self, offsets: np.ndarray) -> pa.Array:
         return await read_bodies(self._commit_log, self._batch_at, offsets)
 
     def _build_and_write(self, current: Round) -> tuple[StoredBatch, int]:

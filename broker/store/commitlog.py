@@ -243,17 +243,31 @@ class CommitLog:
 
     def locate(self, commit_log_offset: int) -> tuple[int, int] | None:
         """(position of the batch, row) holding the message at `commit_log_offset`."""
-        segment = self.segment_for(commit_log_offset)
-        if segment is None:
-            return None
-        positions = segment.positions.view()
-        index = int(np.searchsorted(positions, commit_log_offset, side="right")) - 1
-        if index < 0:
-            return None
-        row = commit_log_offset - int(positions[index])
-        if row >= int(segment.rows.view()[index]):
-            return None
-        return int(positions[index]), row
+        positions, rows = self.locate_many(np.array([commit_log_offset], dtype=np.int64))
+        return (int(positions[0]), int(rows[0])) if positions[0] >= 0 else None
+
+    def locate_many(self, commit_log_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`locate` of many offsets at once: the positions of their batches (-1 where no
+        message is) and their rows, one numpy pass per segment."""
+        offsets = commit_log_offsets.astype(np.int64, copy=False)
+        positions = np.full(len(offsets), -1, dtype=np.int64)
+        rows = np.zeros(len(offsets), dtype=np.int64)
+        if not len(offsets):
+            return positions, rows
+        first = max(0, bisect.bisect_right(self._starts, int(offsets.min())) - 1)
+        last = bisect.bisect_right(self._starts, int(offsets.max()))
+        for segment in self.segments[first:last]:
+            inside = np.flatnonzero((offsets >= segment.start) & (offsets < segment.end))
+            if not len(inside):
+                continue
+            starts = segment.positions.view()
+            index = np.searchsorted(starts, offsets[inside], side="right") - 1
+            inside, index = inside[index >= 0], index[index >= 0]
+            row = offsets[inside] - starts[index]
+            held = row < segment.rows.view()[index]
+            positions[inside[held]] = starts[index[held]]
+            rows[inside[held]] = row[held]
+        return positions, rows
 
     def batches_between(self, start: int, end: int) -> list[int]:
         """Positions of the records in [start, end), in log order."""

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from broker.store.append_requests import AppendRequest
 from broker.store.commitlog import CommitLog
@@ -45,18 +46,47 @@ SMALL_ROUND = 16
 #: a row of the round attempt being checked: (its send's index in the round, its row in that send)
 InRound = tuple[int, int]
 
-#: the bodies of stored messages by commit log offset (None where gone), on the event loop
-StoredBodies = Callable[[Sequence[int]], Awaitable[list[bytes | None]]]
+#: the bodies of stored messages by commit log offset (binary, null where gone), on the event loop
+StoredBodies = Callable[[np.ndarray], Awaitable[pa.Array]]
+
+
+def _no_rows() -> np.ndarray:
+    return np.empty(0, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowCopies:
+    """Rows whose key (and body) the window holds, and where each one's first copy is."""
+
+    rows: np.ndarray = field(default_factory=_no_rows)  # ascending within a send
+    queue_ids: np.ndarray = field(default_factory=_no_rows)
+    queue_offsets: np.ndarray = field(default_factory=_no_rows)
+    commit_log_offsets: np.ndarray = field(default_factory=_no_rows)
+
+    def take(self, which: np.ndarray | slice) -> WindowCopies:
+        return WindowCopies(
+            self.rows[which], self.queue_ids[which], self.queue_offsets[which], self.commit_log_offsets[which]
+        )
+
+    def at(self, i: int) -> StoredAt:
+        return StoredAt(int(self.queue_ids[i]), int(self.queue_offsets[i]), int(self.commit_log_offsets[i]))
 
 
 @dataclass(frozen=True, slots=True)
 class SendDuplicates:
-    """What the check of one round attempt decided for one of its sends."""
+    """What the check of one round attempt decided for one of its sends: the rows it does not store
+    (a first copy is in the window, or earlier in the round) and the new keys of those it does."""
 
-    first_copies: Mapping[int, StoredAt | InRound] = field(default_factory=dict)  # rows not stored
+    in_window: WindowCopies = field(default_factory=WindowCopies)
+    in_round: Mapping[int, InRound] = field(default_factory=dict)
     kept: np.ndarray | None = None  # the rows stored, ascending (None: all)
     new_hashes: np.ndarray | None = None  # key hashes of the stored rows whose key is new to the window
     new_rows: np.ndarray | None = None  # their rows among the stored rows
+
+    @property
+    def count(self) -> int:
+        """Rows not stored."""
+        return len(self.in_window.rows) + len(self.in_round)
 
 
 NO_DUPLICATES = SendDuplicates()
@@ -68,8 +98,9 @@ class Repeats:
 
     # send -> row -> an earlier row of the round with the same key and body
     in_round: dict[int, dict[int, InRound]] = field(default_factory=dict)
-    # (send, row, the key's first copy in the window): bodies not compared yet
-    in_window: list[tuple[int, int, StoredAt]] = field(default_factory=list)
+    # rows whose key the window holds (bodies not compared yet), ordered by send, and their sends
+    hits: WindowCopies = field(default_factory=WindowCopies)
+    hit_sends: np.ndarray = field(default_factory=_no_rows)
     # send -> (its rows whose key is new to the window, their key hashes)
     new: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
@@ -78,7 +109,7 @@ def find_repeats(window: DuplicateWindow, requests: Sequence[AppendRequest], now
     """Step one of the check of a round (any thread, see the module's docstring).
 
     The whole round is hashed and looked up at once; Python runs per send only to hand out the
-    results, and per row only for the rows whose key was seen.
+    results, and per row only for the rows whose key repeats within the round.
     """
     repeats = Repeats()
     checked = [i for i, r in enumerate(requests) if deduplicated_topic(r.topic)]
@@ -98,18 +129,21 @@ def find_repeats(window: DuplicateWindow, requests: Sequence[AppendRequest], now
     rows = keyed - starts[send_of]  # each keyed row's row within its send
     hashes = hashes[keyed]
     found = window.lookup(hashes, now_ms)
+    hit = np.flatnonzero(found.hit)
+    if len(hit):
+        repeats.hits = WindowCopies(
+            rows[hit], found.queue_ids[hit], found.queue_offsets[hit], found.commit_log_offsets[hit]
+        )
+        repeats.hit_sends = np.asarray(checked, dtype=np.int64)[send_of[hit]]
+    seen = found.hit.copy()
     first_row = _first_rows(hashes)
-    seen = found.hit if first_row is None else found.hit | (first_row != np.arange(len(hashes)))
-    for j in np.flatnonzero(seen).tolist():
-        send, row = checked[send_of[j]], int(rows[j])
-        if found.hit[j]:
-            repeats.in_window.append((send, row, found.at(j)))
-            continue
-        assert first_row is not None  # a later row of a key new in this round
-        k = int(first_row[j])
-        first = (checked[send_of[k]], int(rows[k]))
-        if _body(requests[first[0]], first[1]) == _body(requests[send], row):
-            repeats.in_round.setdefault(send, {})[row] = first
+    if first_row is not None:  # later rows of keys new in this round
+        seen |= first_row != np.arange(len(hashes))
+        for j in np.flatnonzero(seen & ~found.hit).tolist():
+            k = int(first_row[j])
+            send, row, first = checked[send_of[j]], int(rows[j]), (checked[send_of[k]], int(rows[k]))
+            if _body(requests[first[0]], first[1]) == _body(requests[send], row):
+                repeats.in_round.setdefault(send, {})[row] = first
     new = ~seen
     new_send, new_rows, new_hashes = send_of[new], rows[new], hashes[new]
     bounds = np.searchsorted(new_send, np.arange(len(sends) + 1))
@@ -125,6 +159,7 @@ def _find_repeats_one_by_one(
 ) -> None:
     """:func:`find_repeats` for a few standard messages, one key at a time in Python."""
     seen: dict[int, InRound] = {}
+    hits: list[tuple[int, int, StoredAt]] = []
     for send in checked:
         topic = requests[send].topic
         new_rows: list[int] = []
@@ -140,66 +175,99 @@ def _find_repeats_one_by_one(
                 continue
             stored = window.lookup_one(hashed, now_ms)
             if stored is not None:
-                repeats.in_window.append((send, row, stored))
+                hits.append((send, row, stored))
                 continue
             seen[hashed] = (send, row)
             new_rows.append(row)
             new_hashes.append(hashed)
         if new_rows:
             repeats.new[send] = (np.array(new_rows, dtype=np.int64), np.array(new_hashes, dtype=np.uint64))
+    if hits:
+        repeats.hit_sends = np.array([send for send, _, _ in hits], dtype=np.int64)
+        repeats.hits = WindowCopies(
+            np.array([row for _, row, _ in hits], dtype=np.int64),
+            np.array([at.queue_id for _, _, at in hits], dtype=np.int32),
+            np.array([at.queue_offset for _, _, at in hits], dtype=np.int64),
+            np.array([at.commit_log_offset for _, _, at in hits], dtype=np.int64),
+        )
 
 
 async def settle(
     requests: Sequence[AppendRequest], repeats: Repeats, stored_bodies: StoredBodies
 ) -> list[SendDuplicates]:
-    """Step two (event loop): compare window hits with their first copies' bodies; what each send
-    of the round stores, in the order of `requests`."""
-    first_copies: dict[int, dict[int, StoredAt | InRound]] = {s: dict(r) for s, r in repeats.in_round.items()}
-    if repeats.in_window:
-        bodies = await stored_bodies([where.commit_log_offset for _, _, where in repeats.in_window])
-        for (send, row, where), body in zip(repeats.in_window, bodies, strict=True):
-            if body is not None and body == _body(requests[send], row):
-                first_copies.setdefault(send, {})[row] = where
+    """Step two (event loop): compare window hits with their first copies' bodies, all at once;
+    what each send of the round stores, in the order of `requests`."""
+    hits, hit_sends = repeats.hits, repeats.hit_sends
+    if len(hits.rows):
+        stored = await stored_bodies(hits.commit_log_offsets)
+        same = pc.fill_null(pc.equal(stored, _sent_bodies(requests, hit_sends, hits.rows)), False)
+        duplicate = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
+        hits, hit_sends = hits.take(duplicate), hit_sends[duplicate]
+    bounds = np.searchsorted(hit_sends, np.arange(len(requests) + 1))
     decided: list[SendDuplicates] = []
     for send, request in enumerate(requests):
-        copies = first_copies.get(send, {})
+        lo, hi = int(bounds[send]), int(bounds[send + 1])
+        in_round = repeats.in_round.get(send, {})
         new_rows, new_hashes = repeats.new.get(send, (None, None))
-        if not copies and new_rows is None:
+        if lo == hi and not in_round and new_rows is None:
             decided.append(NO_DUPLICATES)
             continue
+        in_window = hits.take(slice(lo, hi))
         kept = None
-        if copies:
+        if lo < hi or in_round:
             keep = np.ones(request.count, dtype=bool)
-            keep[list(copies)] = False
+            keep[in_window.rows] = False
+            keep[list(in_round)] = False
             kept = np.flatnonzero(keep)
             if new_rows is not None:
                 new_rows = np.searchsorted(kept, new_rows)
-        decided.append(SendDuplicates(copies, kept, new_hashes, new_rows))
+        decided.append(SendDuplicates(in_window, in_round, kept, new_hashes, new_rows))
     return decided
 
 
+def _sent_bodies(requests: Sequence[AppendRequest], sends: np.ndarray, rows: np.ndarray) -> pa.Array:
+    """The bodies of rows `rows` of sends `sends` (ordered by send), as they came."""
+    pieces: list[pa.Array] = []
+    bounds = np.flatnonzero(np.diff(sends)) + 1
+    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(sends)], strict=True):
+        request, wanted = requests[int(sends[lo])], rows[lo:hi]
+        if request.messages is not None:
+            messages = request.messages
+            pieces.append(pa.array([messages[row].body for row in wanted.tolist()], pa.binary()))
+        else:
+            assert request.arrow is not None
+            pieces.append(request.arrow.column("body").take(pa.array(wanted)).cast(pa.binary()))
+    return pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+
+
 async def read_bodies(
-    commit_log: CommitLog, batch_at: Callable[[int], Awaitable[StoredBatch]], offsets: Sequence[int]
-) -> list[bytes | None]:
-    """The bodies of the stored messages at `offsets`, None where there is none (event loop).
+    commit_log: CommitLog, batch_at: Callable[[int], Awaitable[StoredBatch]], offsets: np.ndarray
+) -> pa.Array:
+    """The bodies of the stored messages at `offsets`, null where there is none (event loop).
 
     `batch_at` gives the stored batch at a position, from the cache or read on a reader thread.
     """
-    located = [commit_log.locate(offset) for offset in offsets]
-    rows_at: dict[int, list[int]] = {}
-    for where in located:
-        if where is not None:
-            rows_at.setdefault(where[0], []).append(where[1])
-    positions = list(rows_at)
-    batches = await asyncio.gather(*(_batch_or_none(batch_at, position) for position in positions))
-    bodies: dict[tuple[int, int], bytes] = {}
-    for position, stored in zip(positions, batches, strict=True):
+    positions, rows = commit_log.locate_many(offsets)
+    located = np.flatnonzero(positions >= 0)
+    batch_positions, batch_of = np.unique(positions[located], return_inverse=True)
+    batches = await asyncio.gather(*(_batch_or_none(batch_at, int(p)) for p in batch_positions.tolist()))
+    order = np.argsort(batch_of, kind="stable")
+    groups = np.split(located[order], np.flatnonzero(np.diff(batch_of[order])) + 1) if len(order) else []
+    pieces: list[pa.Array] = []
+    filled: list[np.ndarray] = []
+    for stored, group in zip(batches, groups, strict=True):
         if stored is None:
             continue
-        ascending = np.unique(rows_at[position])
-        found = arrow_batches([Piece(stored, ascending)])[0].column("body").to_pylist()
-        bodies.update(zip(((position, row) for row in ascending.tolist()), found, strict=True))
-    return [bodies.get(where) if where is not None else None for where in located]
+        ascending, back = np.unique(rows[group], return_inverse=True)
+        bodies = arrow_batches([Piece(stored, ascending)])[0].column("body")
+        pieces.append(bodies.take(pa.array(back)).cast(pa.binary()))
+        filled.append(group)
+    if not pieces:
+        return pa.nulls(len(offsets), pa.binary())
+    found = pa.concat_arrays([*pieces, pa.nulls(1, pa.binary())])
+    take = np.full(len(offsets), len(found) - 1, dtype=np.int64)  # the null at the end
+    take[np.concatenate(filled)] = np.arange(len(found) - 1)
+    return found.take(pa.array(take))
 
 
 async def _batch_or_none(batch_at: Callable[[int], Awaitable[StoredBatch]], position: int) -> StoredBatch | None:

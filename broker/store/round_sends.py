@@ -56,7 +56,7 @@ class RoundSend:
     @property
     def count(self) -> int:
         """Rows stored."""
-        return self.request.count - len(self.duplicates.first_copies)
+        return self.request.count - self.duplicates.count
 
     @property
     def first_stored(self) -> StoredAt:
@@ -70,26 +70,32 @@ class RoundSend:
 
     def result(self, status: PutStatus, round_sends: Sequence[RoundSend]) -> PutResult:
         """The answer to the send, once its round (`round_sends`, in order) is stored."""
-        first_copies = self.duplicates.first_copies
-        if not first_copies:
+        duplicates = self.duplicates
+        if not duplicates.count:
             return PutResult(status, self.queue_id, self.first_queue_offset, self.count, self.first_commit_log_offset)
-        duplicates = {
-            row: where if isinstance(where, StoredAt) else round_sends[where[0]].position(where[1])
-            for row, where in first_copies.items()
-        }
+        in_window, in_round = duplicates.in_window, duplicates.in_round
         row_offsets = None
-        if self.messages is not None:
-            row_offsets = tuple(
-                duplicates[row].commit_log_offset if row in duplicates else self.position(row).commit_log_offset
-                for row in range(self.request.count)
-            )
-        first = self.first_stored if self.count else duplicates[0]
+        if self.messages is not None:  # a standard send: the offset of every row
+            offsets = np.empty(self.request.count, dtype=np.int64)
+            assert duplicates.kept is not None
+            offsets[duplicates.kept] = np.arange(self.count) + self.first_commit_log_offset
+            offsets[in_window.rows] = in_window.commit_log_offsets
+            for row, (send, first_row) in in_round.items():
+                offsets[row] = round_sends[send].position(first_row).commit_log_offset
+            row_offsets = tuple(offsets.tolist())
+        if self.count:
+            first = self.first_stored
+        elif 0 in in_round:
+            send, first_row = in_round[0]
+            first = round_sends[send].position(first_row)
+        else:
+            first = in_window.at(0)  # row 0, the first of the rows in the window
         return PutResult(
             status,
             first.queue_id,
             first.queue_offset,
             self.count,
             first.commit_log_offset,
-            len(duplicates),
+            duplicates.count,
             row_offsets,
         )

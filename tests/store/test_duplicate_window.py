@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import numpy as np
@@ -203,3 +204,28 @@ async def test_the_store_warns_when_its_sends_outrun_the_window(
             await store.put_messages("T", 0, [message(b"m", uniq=f"K-{send}-{i}") for i in range(32)])
     (warning,) = short_window_warnings(caplog)
     assert "duplicateWindowSeconds=600" in warning and "duplicateWindowMaxKeys=64" in warning
+
+
+@pytest.mark.parametrize("size", [2, SMALL_ROUND + 4])
+async def test_a_send_repeating_another_send_of_its_round_is_answered_with_that_rows_place(
+    open_store: StoreFactory, size: int
+) -> None:
+    """Two sends of one round (nothing awaited between them): the second repeats the first's last
+    row only, or every row. Either is answered with the first send's rows, stored once."""
+    store = await open_store(duplicate_window_seconds=600)
+    first_rows = [message(b"m-%d" % i, uniq=f"R-{i}") for i in range(size)]
+    sends = [
+        store.put_messages("T", 0, first_rows),
+        store.put_messages("T", 1, [first_rows[-1], message(b"fresh", uniq="R-new")]),
+        store.put_messages("T", 1, first_rows),
+    ]
+    first, partly, wholly = await asyncio.gather(*sends)
+    assert (first.count, first.duplicates) == (size, 0)
+    assert (partly.count, partly.duplicates) == (1, 1)
+    assert partly.commit_log_offsets[0] == first.commit_log_offsets[-1]
+    assert (partly.queue_id, partly.first_queue_offset) == (1, 0)  # its own stored row
+    assert (wholly.count, wholly.duplicates) == (0, size)
+    assert wholly.commit_log_offsets == tuple(first.commit_log_offsets)
+    assert (wholly.queue_id, wholly.first_queue_offset) == (0, first.first_queue_offset)  # row 0's first copy
+    stored = await store.get_messages("T", 1, 0, max_messages=100, max_bytes=1 << 20)
+    assert [b for batch in stored.batches() for b in batch.column("body").to_pylist()] == [b"fresh"]
