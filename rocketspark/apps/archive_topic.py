@@ -23,7 +23,7 @@ from rocketspark.apps.common import (
     QueryRun,
     await_query,
     job_session,
-    rocketmq_reader_options,
+    rocketmq_options,
     run_cli,
     setup_logging,
 )
@@ -70,7 +70,7 @@ def archive_rows(messages: DataFrame) -> DataFrame:
 
 def run(spark: SparkSession, config: ArchiveConfig) -> QueryRun:
     """One `availableNow` run: every message that arrived since the last run, appended to Parquet."""
-    options = rocketmq_reader_options(
+    options = rocketmq_options(
         config.namesrv,
         topic=config.topic,
         consumerGroup=config.group,

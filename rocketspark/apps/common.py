@@ -105,10 +105,11 @@ def job_session(app_name: str, master: str | None = None, **conf: str) -> Iterat
 
 def run_async(work: Callable[[RemotingClient], Awaitable[T]], timeout_s: float = ADMIN_TIMEOUT_S) -> T:
     """`work(client)` on a new event loop, with a deadline."""
+    from rocketspark.client.config import credentials_from_env  # noqa: PLC0415
     from rocketspark.remoting.client import RemotingClient  # noqa: PLC0415
 
     async def main() -> T:
-        client = RemotingClient(connect_timeout_s=5.0, request_timeout_s=10.0)
+        client = RemotingClient(connect_timeout_s=5.0, request_timeout_s=10.0, credentials=credentials_from_env())
         try:
             async with asyncio.timeout(timeout_s):
                 return await work(client)
@@ -270,9 +271,28 @@ def await_query(
     return run
 
 
-def rocketmq_reader_options(namesrv: str, **options: str | int | None) -> dict[str, str]:
-    """The source's options without the unset ones."""
-    return {"nameserver": namesrv, **{k: str(v) for k, v in options.items() if v is not None}}
+def rocketmq_options(namesrv: str, **options: str | int | None) -> dict[str, str]:
+    """The options of a read or a write without the unset ones, signed with the credentials of the
+    environment (ROCKETMQ_ACCESS_KEY, ROCKETMQ_SECRET_KEY, ROCKETMQ_SECURITY_TOKEN) when it has them."""
+    return {
+        "nameserver": namesrv,
+        **credential_options(),
+        **{k: str(v) for k, v in options.items() if v is not None},
+    }
+
+
+def credential_options() -> dict[str, str]:
+    """The Spark options `accessKey`, `secretKey` and `securityToken` of the environment's
+    credentials; empty without ROCKETMQ_ACCESS_KEY."""
+    from rocketspark.client.config import credentials_from_env  # noqa: PLC0415
+
+    credentials = credentials_from_env()
+    if credentials is None:
+        return {}
+    options = {"accessKey": credentials.access_key, "secretKey": credentials.secret_key}
+    if credentials.security_token:
+        options["securityToken"] = credentials.security_token
+    return options
 
 
 def run_cli(app: Any, argv: list[str] | None, prog: str) -> int:

@@ -34,7 +34,15 @@ from rich.table import Table
 
 from rocketspark.apps import dev_child, topic_metrics
 from rocketspark.apps.clickstream import Totals, clickstream
-from rocketspark.apps.common import LogLevelOption, QueryRun, create_topic, group_lag, run_cli, setup_logging
+from rocketspark.apps.common import (
+    LogLevelOption,
+    QueryRun,
+    create_topic,
+    group_lag,
+    rocketmq_options,
+    run_cli,
+    setup_logging,
+)
 from rocketspark.processes import ServerProcess
 
 if TYPE_CHECKING:
@@ -86,11 +94,12 @@ def start_servers(workdir: Path) -> ServerProcess:
 def produce(namesrv: str, events: int, err: Console) -> Totals:
     """Send `events` clickstream events to EVENTS_TOPIC, each queue its share, with a progress bar."""
     from rocketspark import Producer  # noqa: PLC0415
+    from rocketspark.client.config import credentials_from_env  # noqa: PLC0415
 
     totals = Totals()
     started = time.monotonic()
     with (
-        Producer("demo-producer", namesrv_addr=namesrv) as producer,
+        Producer("demo-producer", namesrv_addr=namesrv, credentials=credentials_from_env()) as producer,
         ThreadPoolExecutor(SENDS_IN_FLIGHT, thread_name_prefix="demo-send") as pool,
         _progress(err) as bar,
     ):
@@ -210,8 +219,7 @@ def summary(
 
     sent = (
         spark.read.format("rocketmq")
-        .option("nameserver", config.namesrv)
-        .option("topic", METRICS_TOPIC)
+        .options(**rocketmq_options(config.namesrv, topic=METRICS_TOPIC))
         .load()
         .agg(F.count(F.lit(1)).alias("messages"), F.countDistinct("keys").alias("minutes"))
         .first()

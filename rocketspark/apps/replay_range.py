@@ -25,7 +25,7 @@ from rocketspark.apps.common import (
     format_ms,
     job_session,
     parse_time,
-    rocketmq_reader_options,
+    rocketmq_options,
     run_cli,
     setup_logging,
     topic_exists,
@@ -70,7 +70,7 @@ def copied_origins(spark: SparkSession, config: ReplayConfig) -> DataFrame | Non
 
     if not topic_exists(config.namesrv, config.target):
         return None
-    options = rocketmq_reader_options(config.namesrv, topic=config.target)
+    options = rocketmq_options(config.namesrv, topic=config.target)
     return (
         spark.read.format("rocketmq")
         .options(**options)
@@ -95,7 +95,7 @@ def run(spark: SparkSession, config: ReplayConfig) -> ReplayResult:
         format_ms(config.end_ms),
         config.target,
     )
-    options = rocketmq_reader_options(
+    options = rocketmq_options(
         config.namesrv,
         topic=config.source,
         tags=config.tags,
@@ -125,8 +125,7 @@ def run(spark: SparkSession, config: ReplayConfig) -> ReplayResult:
             (
                 to_copy.drop("origin")
                 .write.format("rocketmq")
-                .option("nameserver", config.namesrv)
-                .option("topic", config.target)
+                .options(**rocketmq_options(config.namesrv, topic=config.target))
                 .mode("append")
                 .save()
             )

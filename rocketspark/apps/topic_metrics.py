@@ -27,7 +27,7 @@ from rocketspark.apps.common import (
     QueryRun,
     await_query,
     job_session,
-    rocketmq_reader_options,
+    rocketmq_options,
     run_cli,
     setup_logging,
 )
@@ -107,8 +107,7 @@ def batch_writer(config: MetricsConfig) -> Callable[[DataFrame, int], None]:
                         minute.alias("keys"),
                     )
                     .write.format("rocketmq")
-                    .option("nameserver", config.namesrv)
-                    .option("topic", config.output_topic)
+                    .options(**rocketmq_options(config.namesrv, topic=config.output_topic))
                     .mode("append")
                     .save()
                 )
@@ -124,7 +123,7 @@ def _to_topic(config: MetricsConfig) -> str:
 
 
 def start(spark: SparkSession, config: MetricsConfig) -> StreamingQuery:
-    options = rocketmq_reader_options(
+    options = rocketmq_options(
         config.namesrv,
         topic=config.topic,
         consumerGroup=config.group,

@@ -42,10 +42,21 @@ def root(
             "'insecure' accepts any certificate (tests only)",
         ),
     ] = None,
+    access_key: Annotated[
+        str | None,
+        typer.Option(
+            "--access-key",
+            envvar="ROCKETMQ_ACCESS_KEY",
+            show_envvar=True,
+            help="sign every request with this access key (brokers with ACL on); its secret comes from "
+            "ROCKETMQ_SECRET_KEY, or a hidden prompt on a terminal",
+        ),
+    ] = None,
 ) -> None:
     state.debug = debug
     state.use_tls = tls
     state.tls_trust = tls_trust
+    state.access_key = access_key
 
 
 servers.register(app)

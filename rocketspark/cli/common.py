@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from rocketspark.message.message import MessageExt
     from rocketspark.remoting.body.route import ClusterInfo, TopicRouteData
     from rocketspark.remoting.client import RemotingClient
+    from rocketspark.remoting.signing import SessionCredentials
 
 T = TypeVar("T")
 
@@ -53,14 +54,39 @@ class State:
     debug: bool = False
     use_tls: bool = False
     tls_trust: str | None = None
+    access_key: str | None = None
 
 
 state = State()
 
 
-def tls_options() -> dict[str, Any]:
-    """`--tls` and `--tls-trust` as the keyword arguments of every client (RemotingClient, Producer, ...)."""
-    return {"use_tls": True, "tls_trust": state.tls_trust} if state.use_tls else {}
+def client_options() -> dict[str, Any]:
+    """`--tls`, `--tls-trust` and `--access-key` as the keyword arguments of every client
+    (RemotingClient, Producer, ...)."""
+    options: dict[str, Any] = {"use_tls": True, "tls_trust": state.tls_trust} if state.use_tls else {}
+    credentials = _credentials()
+    if credentials is not None:
+        options["credentials"] = credentials
+    return options
+
+
+def _credentials() -> SessionCredentials | None:
+    """`--access-key` (or ROCKETMQ_ACCESS_KEY) with ROCKETMQ_SECRET_KEY; on a terminal a missing
+    secret is asked for without echo. The secret is never an option: command lines are visible to
+    every user of the machine and end up in shell histories."""
+    from rocketspark.client.config import SECRET_KEY_ENV, credentials_from_env  # noqa: PLC0415
+    from rocketspark.errors import ConfigError  # noqa: PLC0415
+    from rocketspark.remoting.signing import SessionCredentials as Credentials  # noqa: PLC0415
+
+    if not state.access_key:
+        return None
+    try:
+        return credentials_from_env(state.access_key)
+    except ConfigError:
+        if not sys.stdin.isatty():
+            raise CliError(f"--access-key {state.access_key} needs its secret key: set {SECRET_KEY_ENV}") from None
+    secret = typer.prompt(f"secret key of {state.access_key}", hide_input=True, err=True)
+    return Credentials(state.access_key, secret)
 
 
 def _width() -> int | None:
@@ -110,7 +136,7 @@ class Admin:
 
         self.namesrv_addrs = split_namesrv(namesrv)
         self.client: RemotingClient = RemotingClient(
-            connect_timeout_s=CONNECT_TIMEOUT_S, request_timeout_s=REQUEST_TIMEOUT_S, **tls_options()
+            connect_timeout_s=CONNECT_TIMEOUT_S, request_timeout_s=REQUEST_TIMEOUT_S, **client_options()
         )
 
     async def on_namesrv(self, request: Callable[[RemotingClient, str], Awaitable[T]]) -> T:

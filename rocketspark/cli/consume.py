@@ -18,6 +18,7 @@ from rich.table import Table
 from rocketspark.cli.common import (
     NamesrvOption,
     body_text,
+    client_options,
     console,
     count,
     err_console,
@@ -25,7 +26,6 @@ from rocketspark.cli.common import (
     message_record,
     setup_logging,
     split_namesrv,
-    tls_options,
 )
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def consume(
     setup_logging()
     out = console()
     received = 0
-    with LitePullConsumer(CONSUMER_GROUP, namesrv_addr=namesrv, auto_commit=False, **tls_options()) as consumer:
+    with LitePullConsumer(CONSUMER_GROUP, namesrv_addr=namesrv, auto_commit=False, **client_options()) as consumer:
         queues = _position(consumer, topic, queue, start, since_ms)
         err_console().print(
             f"reading {count(len(queues), 'queue')} of {topic} from {since or offset}; Ctrl-C stops", style="dim"

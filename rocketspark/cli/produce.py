@@ -15,12 +15,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rocketspark.cli.common import (
     CliError,
     NamesrvOption,
+    client_options,
     console,
     count,
     err_console,
     setup_logging,
     split_namesrv,
-    tls_options,
 )
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def produce(
     )
     sent = 0
     try:
-        with source, bar, Producer(PRODUCER_GROUP, namesrv_addr=namesrv, **tls_options()) as producer:
+        with source, bar, Producer(PRODUCER_GROUP, namesrv_addr=namesrv, **client_options()) as producer:
             task = bar.add_task("produce", total=size, topic=topic, sent=0)
             for messages, consumed in _batches(source, topic, as_json, tags, keys, batch):
                 try:

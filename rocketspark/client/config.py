@@ -14,6 +14,11 @@ from rocketspark.remoting.tls import TrustSetting
 from rocketspark.settings import require_positive
 
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
+#: where the CLI, the jobs, the demo and the notebooks take credentials from (the library itself never
+#: reads them: pass `credentials=`)
+ACCESS_KEY_ENV = "ROCKETMQ_ACCESS_KEY"
+SECRET_KEY_ENV = "ROCKETMQ_SECRET_KEY"
+SECURITY_TOKEN_ENV = "ROCKETMQ_SECURITY_TOKEN"
 
 
 def parse_namesrv_addr(text: str | None) -> tuple[str, ...]:
@@ -82,3 +87,16 @@ def client_config_for(
     if use_tls:
         config = dataclasses.replace(config, use_tls=True, tls_trust=tls_trust)
     return config
+
+
+def credentials_from_env(access_key: str | None = None) -> SessionCredentials | None:
+    """Credentials of `access_key` (default: ROCKETMQ_ACCESS_KEY) with ROCKETMQ_SECRET_KEY and the
+    optional ROCKETMQ_SECURITY_TOKEN; None without an access key. An access key without its secret
+    is a ConfigError naming the variable (never a value)."""
+    key = (access_key or os.environ.get(ACCESS_KEY_ENV) or "").strip()
+    if not key:
+        return None
+    secret = os.environ.get(SECRET_KEY_ENV)
+    if not secret:
+        raise ConfigError(f"access key {key} needs its secret key: set {SECRET_KEY_ENV}")
+    return SessionCredentials(key, secret, os.environ.get(SECURITY_TOKEN_ENV) or None)
