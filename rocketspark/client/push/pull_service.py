@@ -129,7 +129,8 @@ class PullService:
                 timeout_s=options.consumer_timeout_ms_when_suspend / 1000,
             )
         except RecordDecodeError as exc:
-            self._undecodable(pq, cursor, wanted, exc)
+            if not pq.dropped:
+                self._undecodable(pq, cursor, wanted, exc)
             return
         if pq.dropped:
             return
