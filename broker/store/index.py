@@ -207,9 +207,7 @@ class IndexFile:
 
     def add(self, entries: np.ndarray) -> None:
         """Append entries (in commit log order), linking each into its slot's chain (event loop)."""
-        if self.slots is None:
-            self.slots = np.fromfile(self.path, dtype=np.int32, count=self.slot_count, offset=HEADER_SIZE)
-        slots = self.slots
+        slots = self.load_slots()
         numbers = np.arange(self.count + 1, self.count + 1 + len(entries), dtype=np.int32)
         buckets = _slots_of(entries["hash"], self.slot_count)
         order = np.argsort(buckets, kind="stable")
@@ -229,6 +227,13 @@ class IndexFile:
         if len(entries):
             self.begin_ts = min(self.begin_ts, int(entries["store_ts"].min()))
             self.end_ts = max(self.end_ts, int(entries["store_ts"].max()))
+
+    def load_slots(self) -> np.ndarray:
+        """The slot table in memory, read from the file when only there (blocking: the store
+        loads the newest file's table at startup, the only file that takes entries then)."""
+        if self.slots is None:
+            self.slots = np.fromfile(self.path, dtype=np.int32, count=self.slot_count, offset=HEADER_SIZE)
+        return self.slots
 
     def pending(self) -> tuple[int, np.ndarray] | None:
         if self.flushed >= self.count:
@@ -361,6 +366,8 @@ class IndexService:
                 path.unlink()  # a conversion cut short: the original is still there
             elif path.name.isdigit():
                 self.files[int(path.name)] = IndexFile.open(path, self.slots_per_file)
+        if self.files:
+            self.files[max(self.files)].load_slots()  # new entries link in without a read on the loop
 
     def add(self, segment_start: int, entries: np.ndarray) -> None:
         index_file = self.files.get(segment_start)

@@ -455,5 +455,6 @@ class MessageStore:
             if topic_dir.is_dir():
                 os.rmdir(topic_dir)
 
+        await self._reads.finished()  # reads of these queues' files that run now
         await asyncio.get_running_loop().run_in_executor(self._io, delete_files)
         await self.flush_logics()  # the checkpoint must stop vouching for the deleted queues
