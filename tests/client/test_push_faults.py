@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from rocketspark import AsyncPushConsumer, ConsumeOrderlyStatus, MessageExt, MessageQueue
-from rocketspark.client.api import client_manage
+from rocketspark.client.api import client_manage, offset
 from rocketspark.client.api.send import SendStatus, send_message
 from rocketspark.client.push import consumer as consumer_module
 from rocketspark.message import sysflag
@@ -52,9 +52,7 @@ async def test_an_undecodable_record_is_logged_and_the_queue_goes_on(
         recorder(messages)
         return ConsumeOrderlyStatus.SUCCESS
 
-    consumer = AsyncPushConsumer(
-        group, namesrv_addr=cluster.namesrv_addr, consume_from_where=FIRST, pull_delay_on_error_ms=100
-    )
+    consumer = AsyncPushConsumer(group, namesrv_addr=cluster.namesrv_addr, consume_from_where=FIRST)
     consumer.subscribe(topic)
     consumer.register_listener(in_order if orderly else recorder, orderly=orderly)
     after = [f"after {i}".encode() for i in range(3)]
@@ -66,6 +64,11 @@ async def test_an_undecodable_record_is_logged_and_the_queue_goes_on(
     skipped = [r for r in caplog.records if r.levelno == logging.ERROR and "offset 2" in r.getMessage()]
     assert skipped, caplog.text
     assert f"{topic}" in skipped[0].getMessage() and "does not decompress" in skipped[0].getMessage()
+    remoting = RemotingClient()
+    try:  # the skipped record counts as consumed
+        assert await offset.query_consumer_offset(remoting, cluster.broker.address, group, topic, 0) == 6
+    finally:
+        await remoting.close()
 
 
 @dataclass(frozen=True)
