@@ -176,3 +176,18 @@ accounts:
     whiteRemoteAddress: 192.168.1.*
     admin: true
 """
+
+
+def test_the_accounts_file_of_the_docs_reads_as_described() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    example = re.search(r"```yaml\n(.*?)```", docs, re.S)
+    assert example is not None
+    config = parse_acl(example.group(1), "docs/security.md")
+    account = config.accounts["spark-jobs"]
+    assert config.global_white[0]("10.10.103.9")
+    assert (account.topic_perm("Orders"), account.topic_perm("Payroll"), account.topic_perm("Other")) == (
+        Perm.PUB | Perm.SUB,
+        Perm.DENY,
+        Perm.DENY,
+    )
+    assert account.group_perm("orders_reader") == Perm.SUB and not account.admin
