@@ -20,6 +20,8 @@ from rocketspark.remoting.tls import TrustSetting, client_context
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 3.0
+#: OpenSSL's verify codes of a certificate that does not name the host dialled (host name, IP address)
+_NAME_MISMATCH = (62, 64)
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -105,6 +107,10 @@ class RemotingClient:
                 f"cannot connect to {address}: no answer within {self.connect_timeout_s:.3g} s"
             ) from None
         except ssl.SSLCertVerificationError as exc:
+            if exc.verify_code in _NAME_MISMATCH:
+                raise TlsHandshakeError(
+                    f"cannot connect to {address} over TLS: its certificate does not name {host} ({exc.verify_message})"
+                ) from None
             raise TlsHandshakeError(
                 f"cannot connect to {address} over TLS: its certificate is not trusted ({exc.verify_message}); "
                 "trust its CA with tls_trust='<CA file>'"

@@ -119,9 +119,9 @@ def client_context(trust: TrustSetting = None) -> ssl.SSLContext:
         try:
             context = ssl.create_default_context(cafile=str(path))
         except FileNotFoundError:
-            raise ConfigError(f"tls_trust: CA file {path} does not exist") from None
+            raise ConfigError(f"the TLS trust file {path} (a PEM CA certificate file) does not exist") from None
         except (ssl.SSLError, OSError) as exc:
-            raise ConfigError(f"tls_trust: {path} is not a PEM CA certificate file: {exc}") from None
+            raise ConfigError(f"the TLS trust file {path} is not a PEM CA certificate file: {exc}") from None
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     return context
 

@@ -30,9 +30,9 @@ class TlsCluster:
         return {"use_tls": True, "tls_trust": self.certs.ca}
 
 
-@pytest.fixture
-def tls_cluster(servers: ServerFactory, certs: Certificates) -> TlsCluster:
-    """Both servers in `enforcing` mode; the broker registers with the name server over TLS too."""
+def start_tls_cluster(servers: ServerFactory, certs: Certificates, **broker_settings: object) -> TlsCluster:
+    """Both servers in `enforcing` mode; the broker registers with the name server over TLS too.
+    `broker_settings`: more broker.conf keys (`aclEnable="true"`, for one)."""
     tls = ("--tls.server.certPath", str(certs.cert), "--tls.server.keyPath", str(certs.key))
     namesrv = servers.namesrv(*tls, "--tls.server.mode", "enforcing")
     settings = {
@@ -41,6 +41,7 @@ def tls_cluster(servers: ServerFactory, certs: Certificates) -> TlsCluster:
         "tls.server.keyPath": certs.key,
         "tls.enable": "true",
         "tls.client.trustCertPath": certs.ca,
+        **broker_settings,
     }
     sets = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
     broker = broker_process(servers.base_dir / "tls-broker", namesrv.address, *sets)
@@ -49,3 +50,8 @@ def tls_cluster(servers: ServerFactory, certs: Certificates) -> TlsCluster:
     cluster = TlsCluster(namesrv, broker, certs)
     wait_registered(namesrv.address, broker.address, **cluster.client_options)
     return cluster
+
+
+@pytest.fixture
+def tls_cluster(servers: ServerFactory, certs: Certificates) -> TlsCluster:
+    return start_tls_cluster(servers, certs)
