@@ -1,7 +1,9 @@
 """`MessageStore`: the commit log, consume queues and key index behind one interface.
 
-The event loop owns all in-memory state; blocking file work runs on one I/O thread, so a slow
-disk never stalls other clients. Startup recovers in that thread before anything is served.
+The event loop owns all in-memory state; blocking file work runs on one I/O thread (writes) and
+on reader threads (reads of written data, which never changes while the store serves: the loop
+hands them what to read and takes their results back), so a slow disk never stalls other clients.
+Startup recovers in the I/O thread before anything is served.
 """
 
 from __future__ import annotations
