@@ -10,32 +10,25 @@ Everything is vectorised with numpy over a whole Arrow batch. Each byte string i
 multilinear hash (the sum of its bytes times per-position 64-bit keys, modulo 2^64, then a
 splitmix64 finaliser), twice with independent keys: 128 bits of content hash per row.
 
-An id keeps the shape of RocketMQ's (32 hex digits): 10 bytes of hash, the 4-byte time field
-(milliseconds since the month began, as Java's `MessageClientIDSetter`) and 2 more bytes of hash,
-so 96 bits tell rows apart. The time field is the batch's timestamp from the streaming checkpoint's
-offset log (`batchTimestampMs`, which Spark writes before the batch first runs and reuses when it
-runs the batch again), so lookups by id, which search from the id's time on, find the message.
-Where that log cannot be read (a checkpoint not on a local file system, a batch write) the field
-is 0: the start of the month.
+An id keeps the shape of RocketMQ's UNIQ_KEY (32 hex digits, which consumers deduplicate by): 10
+bytes of hash, the 4-byte time field (milliseconds since the month began in Java's ids) and 2 more
+bytes of hash, so 96 bits tell rows apart. The time field is always 0, the start of the month: an id
+must be the same wherever and whenever a task computes it, and no clock reading is (a batch's
+timestamp is in the streaming checkpoint's offset log, which an executor on another host may not
+reach, and months start at other moments in other time zones). Java's lookups by id, which search
+from the id's time on, then search from the start of the current month.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
-import json
-import logging
 from dataclasses import dataclass, field
-from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow as pa
 
 from rocketspark.message.ids import hex_rows
 from rocketspark.message.stable_hashes import GOLDEN, KEY_SEEDS, NULL_HASH, U64, binary_hashes, mix64
-
-log = logging.getLogger(__name__)
 
 
 def _map_hashes(array: pa.MapArray) -> tuple[np.ndarray, np.ndarray]:
@@ -83,37 +76,12 @@ def _scope_words(*parts: object) -> tuple[int, int]:
     return int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:], "big")
 
 
-def month_ms(epoch_ms: int) -> int:
-    """Milliseconds since the start of the (local time) month of `epoch_ms`, as Java's id time field."""
-    moment = dt.datetime.fromtimestamp(epoch_ms / 1000)
-    start = moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    return max(0, epoch_ms - int(start.timestamp() * 1000)) & 0xFFFFFFFF
-
-
-def batch_timestamp_ms(checkpoint: str | None, batch_id: int) -> int | None:
-    """`batchTimestampMs` of a streaming batch from its checkpoint's offset log, or None when the
-    checkpoint is not on a local file system or the record cannot be read."""
-    if not checkpoint:
-        return None
-    parsed = urlparse(checkpoint)
-    if parsed.scheme not in ("", "file"):
-        return None
-    path = Path(parsed.path if parsed.scheme else checkpoint) / "offsets" / str(batch_id)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        return int(json.loads(lines[1])["batchTimestampMs"])
-    except (OSError, IndexError, KeyError, TypeError, ValueError):
-        log.info("no batch timestamp in %s: deterministic ids of batch %d carry the time field 0", path, batch_id)
-        return None
-
-
 @dataclass
 class IdScope:
     """The ids of one task: what the rows' ids are unique within, and the occurrences seen so far."""
 
     scope: tuple[object, ...]  # (query id, batch id) or (txnAppId, txnVersion)
     partition: int
-    time_field: int = 0  # ms since the month began, see the module's docstring
     _words: tuple[int, int] = (0, 0)
     _seen: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=U64))  # sorted content hashes
     _counts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
@@ -160,6 +128,6 @@ class IdScope:
         packed = np.empty((n, 16), dtype=np.uint8)
         packed[:, :8] = high.astype(">u8").view(np.uint8).reshape(n, 8)
         packed[:, 8:10] = low.astype(">u8").view(np.uint8).reshape(n, 8)[:, :2]
-        packed[:, 10:14] = np.frombuffer(int(self.time_field).to_bytes(4, "big"), dtype=np.uint8)
+        packed[:, 10:14] = 0  # the time field, see the module's docstring
         packed[:, 14:] = low.astype(">u8").view(np.uint8).reshape(n, 8)[:, 2:4]
         return hex_rows(packed), high

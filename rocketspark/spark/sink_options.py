@@ -23,11 +23,13 @@ from rocketspark.message.validation import validate_group, validate_send_topic
 from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.spark.option_values import (
     CREDENTIAL_OPTIONS,
+    TLS_OPTIONS,
     bool_option,
     credentials_option,
     int_option,
     lowered_options,
     namesrv_option,
+    tls_option,
 )
 
 DEFAULT_PRODUCER_GROUP = "spark-rocketmq-producer"
@@ -55,6 +57,7 @@ KNOWN_SINK_OPTIONS = frozenset(
         "path",  # what save(path) / start(path) passes: not used
     }
     | CREDENTIAL_OPTIONS
+    | TLS_OPTIONS
 )
 
 _STRING = "string"
@@ -83,11 +86,13 @@ class SinkOptions:
     idempotent_writes: bool | None = None
     txn_app_id: str | None = None
     txn_version: int | None = None
-    checkpoint_location: str | None = None
     #: the delay level of rows whose `delayLevel` column is null or missing (0: not delayed)
     delay_level: int = 0
     #: signs every request (ACL 1.0); its repr shows the access key only
     credentials: SessionCredentials | None = None
+    #: every connection is TLS, the servers' certificates verified against `tls_trust` (useTLS, tlsTrust)
+    use_tls: bool = False
+    tls_trust: str | None = None
 
     def idempotent(self, streaming: bool) -> bool:
         """Whether this write sends deterministic ids: by default streaming writes do, and batch
@@ -108,6 +113,7 @@ class SinkOptions:
 def parse_sink(options: Mapping[str, str]) -> SinkOptions:
     """Check every option; ConfigError (a ValueError) says which one is wrong and why."""
     lowered = lowered_options(options, KNOWN_SINK_OPTIONS)
+    use_tls, tls_trust = tls_option(lowered)
     namesrv = namesrv_option(lowered)
     topic = lowered.get("topic")
     if topic is not None:
@@ -138,9 +144,10 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         idempotent_writes=bool_option(lowered, "idempotentWrites", True) if "idempotentwrites" in lowered else None,
         txn_app_id=app_id.strip() if app_id is not None else None,
         txn_version=version,
-        checkpoint_location=lowered.get("checkpointlocation"),
         delay_level=int_option(lowered, "delayLevel", minimum=0) or 0,
         credentials=credentials_option(lowered),
+        use_tls=use_tls,
+        tls_trust=tls_trust,
     )
 
 

@@ -21,7 +21,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from rocketspark.errors import ConfigError
-from rocketspark.spark.sink_ids import IdScope, batch_timestamp_ms, month_ms
+from rocketspark.spark.sink_ids import IdScope
 from rocketspark.spark.sink_options import SinkOptions
 from rocketspark.spark.writing import QueueTally, write_partition
 
@@ -55,8 +55,7 @@ def id_scope(options: SinkOptions, streaming: bool, context: TaskContext | None)
             f"idempotent writes need the task properties {QUERY_ID_PROPERTY} and {BATCH_ID_PROPERTY}, which "
             "Spark sets in micro-batch queries; set idempotentWrites=false (or txnAppId and txnVersion)"
         )
-    stamp = batch_timestamp_ms(options.checkpoint_location, int(batch_id))
-    return IdScope(("stream", query_id, int(batch_id)), partition, month_ms(stamp) if stamp is not None else 0)
+    return IdScope(("stream", query_id, int(batch_id)), partition)
 
 
 def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch], streaming: bool) -> SinkCommitMessage:

@@ -6,7 +6,8 @@ with it on (`dedup`), which store the replayed batch once."""
 
 from __future__ import annotations
 
-import time
+import contextlib
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,8 @@ from pyspark.sql import functions as F
 
 from rocketspark.errors import ConfigError
 from rocketspark.message.producer_batches import producer_batch
-from rocketspark.spark.sink_ids import IdScope, month_ms
+from rocketspark.spark.datasource import RocketMQDataSource
+from rocketspark.spark.sink_ids import IdScope
 from rocketspark.spark.sink_options import parse_sink
 from tests.harness import ServerFactory
 from tests.spark.cluster import SparkCluster, two_brokers_on
@@ -64,18 +66,67 @@ def read_ids(
     return stored
 
 
-def run_rate_stream(spark: SparkSession, cluster: SparkCluster, topic: str, checkpoint: Path, **options: str) -> int:
-    """A rate stream (bodies repeat: value % 7) into `topic` with AvailableNow; rows written."""
+def run_rate_stream(
+    spark: SparkSession,
+    cluster: SparkCluster,
+    topic: str,
+    checkpoint: Path | None,
+    *,
+    sink_format: str = "rocketmq",
+    query_name: str | None = None,
+    **options: str,
+) -> int:
+    """A rate stream (bodies repeat: value % 7) into `topic` with AvailableNow; rows written. Without
+    a `checkpoint` the query's checkpoint is `query_name` under spark.sql.streaming.checkpointLocation."""
     rate = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", str(ROWS_PER_BATCH))
     frame = rate.option("numPartitions", "2").load()
     frame = frame.select((F.col("value") % 7).cast("string").alias("body"), F.lit("rate").alias("tags"))
-    writer = frame.writeStream.format("rocketmq").option("nameserver", cluster.namesrv_addr).option("topic", topic)
+    writer = frame.writeStream.format(sink_format).option("nameserver", cluster.namesrv_addr).option("topic", topic)
     for key, value in options.items():
         writer = writer.option(key, value)
-    query = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    if checkpoint is not None:
+        writer = writer.option("checkpointLocation", str(checkpoint))
+    if query_name is not None:
+        writer = writer.queryName(query_name)
+    query = writer.trigger(availableNow=True).start()
     assert query.awaitTermination(QUERY_TIMEOUT_S)
     assert query.exception() is None
     return sum(p["sink"]["numOutputRows"] for p in query.recentProgress if p["numInputRows"])
+
+
+def writers_in_time_zone(spark: SparkSession, zone: str) -> str:
+    """The sink's format registered again under a name of its own, with `TZ=zone` in the environment
+    of its Python workers (Spark starts a worker daemon for each environment); returns the name."""
+    name = "rocketmq_" + re.sub(r"\W+", "_", zone).lower()
+
+    class Zoned(RocketMQDataSource):
+        @classmethod
+        def name(cls) -> str:
+            return name
+
+    environment = spark.sparkContext.environment
+    before = environment.get("TZ")
+    environment["TZ"] = zone
+    try:
+        spark.dataSource.register(Zoned)
+    finally:
+        if before is None:
+            del environment["TZ"]
+        else:
+            environment["TZ"] = before
+    return name
+
+
+@contextlib.contextmanager
+def checkpoint_root(spark: SparkSession, root: Path) -> Iterator[None]:
+    """Queries find their checkpoint as their name under `root` (spark.sql.streaming.checkpointLocation):
+    Spark then does not pass the sink a checkpointLocation option, so it cannot read the offset log."""
+    key = "spark.sql.streaming.checkpointLocation"
+    spark.conf.set(key, str(root))
+    try:
+        yield
+    finally:
+        spark.conf.unset(key)
 
 
 def write_batch(frame: DataFrame, cluster: SparkCluster, topic: str, **options: str) -> None:
@@ -94,8 +145,7 @@ def test_a_replayed_batch_sends_the_same_ids(spark: SparkSession, no_dedup: Spar
     assert first >= ROWS_PER_BATCH
     assert len(before) == first  # identical bodies in one batch and partition still get distinct ids
     assert all(len(bodies) == 1 and len(msg_id) == 32 for msg_id, bodies in before.items())
-    now = month_ms(int(time.time() * 1000))  # the time field: the batch's timestamp, minutes ago at most
-    assert all(0 <= now - int(msg_id[20:28], 16) < 600_000 for msg_id in before)
+    assert all(msg_id[20:28] == "00000000" for msg_id in before)  # the time field: the start of the month
 
     forget_last_commit(checkpoint)
     second = run_rate_stream(spark, no_dedup, "IdsReplayed", checkpoint)
@@ -166,6 +216,36 @@ def test_brokers_that_detect_duplicates_store_a_replayed_batch_once(
     assert len(stored) == first + second - ROWS_PER_BATCH  # the replayed batch's rows once
 
 
+@pytest.mark.slow
+def test_a_batch_replayed_in_another_time_zone_or_without_the_checkpoint_is_stored_once(
+    spark: SparkSession, dedup: SparkCluster, tmp_path: Path
+) -> None:
+    """A row's id does not depend on where its task runs: the last batch, replayed by writers in
+    another time zone and then again by writers that cannot read the checkpoint's offset log, has
+    the same ids each time, and the brokers store every row once."""
+    dedup.create_topic("IdsAnywhere")
+    root = tmp_path / "checkpoints"
+    checkpoint = root / "anywhere"  # the same checkpoint under either name
+    first = run_rate_stream(
+        spark, dedup, "IdsAnywhere", checkpoint, sink_format=writers_in_time_zone(spark, "Pacific/Kiritimati")
+    )
+    west = writers_in_time_zone(spark, "America/Los_Angeles")  # 22 hours behind Kiritimati
+    forget_last_commit(checkpoint)
+    second = run_rate_stream(spark, dedup, "IdsAnywhere", checkpoint, sink_format=west)
+    stored = read_ids(spark, dedup, "IdsAnywhere")
+    assert second >= ROWS_PER_BATCH
+    assert all(len(bodies) == 1 for bodies in stored.values())
+    assert len(stored) == first + second - ROWS_PER_BATCH
+
+    forget_last_commit(checkpoint)
+    with checkpoint_root(spark, root):
+        third = run_rate_stream(spark, dedup, "IdsAnywhere", None, sink_format=west, query_name="anywhere")
+    stored = read_ids(spark, dedup, "IdsAnywhere")
+    assert third >= ROWS_PER_BATCH
+    assert all(len(bodies) == 1 for bodies in stored.values())
+    assert len(stored) == first + second + third - 2 * ROWS_PER_BATCH
+
+
 def test_a_batch_write_with_a_transaction_run_twice_is_stored_once(spark: SparkSession, dedup: SparkCluster) -> None:
     """Identical rows, in one partition and across partitions, are all stored; the second run of the
     same transaction stores nothing."""
@@ -200,18 +280,18 @@ def test_ids_depend_on_content_and_occurrence_not_on_order() -> None:
         )
     )
     topics = pa.array(["T"] * 5)
-    ids = IdScope(("stream", "query", 3), 0, 1234).ids(rows, topics)[0].to_pylist()
+    ids = IdScope(("stream", "query", 3), 0).ids(rows, topics)[0].to_pylist()
     assert len(set(ids)) == 5
-    assert all(i[20:28] == f"{1234:08X}" for i in ids)  # the time field
+    assert all(i[20:28] == "00000000" for i in ids)  # the time field
     order = pa.array([4, 3, 2, 1, 0])
-    again = IdScope(("stream", "query", 3), 0, 1234).ids(rows.take(order), topics.take(order))[0].to_pylist()
+    again = IdScope(("stream", "query", 3), 0).ids(rows.take(order), topics.take(order))[0].to_pylist()
     assert sorted(again) == sorted(ids)
-    in_two = IdScope(("stream", "query", 3), 0, 1234)
+    in_two = IdScope(("stream", "query", 3), 0)
     assert (
         in_two.ids(rows.slice(0, 2), topics.slice(0, 2))[0].to_pylist()
         + in_two.ids(rows.slice(2), topics.slice(2))[0].to_pylist()
         == ids
     )  # occurrences count across a task's Arrow batches
-    for other in (IdScope(("stream", "query", 4), 0, 1234), IdScope(("stream", "query", 3), 1, 1234)):
+    for other in (IdScope(("stream", "query", 4), 0), IdScope(("stream", "query", 3), 1)):
         assert not set(other.ids(rows, topics)[0].to_pylist()) & set(ids)
     assert Counter(i[:8] for i in ids).most_common(1)[0][1] == 1
