@@ -11,13 +11,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.harness import ServerFactory
-from tests.spark.cluster import SparkCluster
+from tests.spark.cluster import Row, SparkCluster, ends_of
 from tests.spark.queries import (
     forget_last_commit,
     run_available_now,
     run_recording_batches,
     start_stream,
-    stored_rows,
     stream,
     wait_for,
 )
@@ -61,7 +60,7 @@ def test_live_stream_with_tags_stores_every_matching_message_once(
     output, checkpoint = tmp_path / "out", tmp_path / "ckpt"
     frame = stream(spark, two_brokers, "LiveTags", "live_tags_group", startingOffsets="earliest", tags="A")
     query = start_stream(frame, output, checkpoint)
-    sent: list[tuple] = []
+    sent: list[Row] = []
     try:
         deadline = time.monotonic() + 150
         # keep sending while the query runs, until its batches have taken messages at least 5 times
@@ -70,13 +69,14 @@ def test_live_stream_with_tags_stores_every_matching_message_once(
             assert query.isActive, query.exception()
             sent += two_brokers.produce("LiveTags", 40, tag_cycle=EVERY_THIRD_A, first=len(sent))
             time.sleep(0.3)
-        expected = sorted(r[4] for r in sent if r[5] == "A")
-        wait_for(lambda: stored_rows(spark, output) >= len(expected), f"{len(expected)} matching messages")
-        time.sleep(1)  # a duplicate would show up in the next batches
+        # the group's offsets reach the queues' ends once every batch up to them is in the sink; batches
+        # are contiguous ranges, so no later one can hold these offsets again
+        ends = ends_of(sent)
+        wait_for(lambda: two_brokers.group_offsets("live_tags_group", "LiveTags") == ends, "the queues' ends")
     finally:
         query.stop()
     stored = sorted(r.msgId for r in spark.read.parquet(str(output)).select("msgId").collect())
-    assert stored == expected
+    assert stored == sorted(r[4] for r in sent if r[5] == "A")
 
 
 def test_max_messages_per_trigger_with_tags_is_never_exceeded(
