@@ -1,7 +1,7 @@
 """The Spark side's connection to RocketMQ: one client per process, and the group's heartbeat.
 
 Every Python process (the driver's source runner, each executor's Python worker) keeps one client
-per name-server list and credentials on the process's shared event-loop thread, reused by every task;
+per name-server list, credentials and TLS settings on the process's shared event-loop thread, reused by every task;
 nothing relies on Spark calling `stop()`.
 """
 
@@ -21,7 +21,7 @@ from rocketspark.spark.options import SourceOptions
 
 T = TypeVar("T")
 
-_instances: dict[tuple[str, SessionCredentials | None], ClientInstance] = {}
+_instances: dict[tuple[str, SessionCredentials | None, bool, str | None], ClientInstance] = {}
 _lock = threading.Lock()
 #: the longest a single question to the cluster may take before it is an error
 QUERY_TIMEOUT_S = 30.0
@@ -32,20 +32,27 @@ def run(coroutine: Coroutine[Any, Any, T], timeout_s: float | None = QUERY_TIMEO
     return shared_loop().run(coroutine, timeout_s)
 
 
-def instance(namesrv_addr: str, credentials: SessionCredentials | None = None) -> ClientInstance:
-    """This process's client for these name servers, signing with `credentials` when given, started
-    on first use and kept for its life."""
-    key = (namesrv_addr, credentials)
+def instance(
+    namesrv_addr: str,
+    credentials: SessionCredentials | None = None,
+    use_tls: bool = False,
+    tls_trust: str | None = None,
+) -> ClientInstance:
+    """This process's client for these name servers, signing with `credentials` when given, over TLS
+    with `use_tls`, started on first use and kept for its life."""
+    key = (namesrv_addr, credentials, use_tls, tls_trust)
     with _lock:
         found = _instances.get(key)
         if found is None or found.state.name != "RUNNING":
-            config = ClientConfig(namesrv_addr=namesrv_addr, credentials=credentials)
+            config = ClientConfig(
+                namesrv_addr=namesrv_addr, credentials=credentials, use_tls=use_tls, tls_trust=tls_trust
+            )
             found = run(ClientInstance.acquire(config))
             _instances[key] = found
         return found
 
 
-_heartbeaten: dict[tuple[str, SessionCredentials | None, str], frozenset[str]] = {}
+_heartbeaten: dict[tuple[object, ...], frozenset[str]] = {}
 
 
 def keep_group_alive(options: SourceOptions, topics: Callable[[], Iterable[str]]) -> None:
@@ -57,8 +64,8 @@ def keep_group_alive(options: SourceOptions, topics: Callable[[], Iterable[str]]
     """
     assert options.consumer_group is not None
     group = options.consumer_group
-    key = (options.namesrv_addr, options.credentials, group)
-    client = instance(options.namesrv_addr, options.credentials)
+    key = (options.namesrv_addr, options.credentials, options.use_tls, options.tls_trust, group)
+    client = instance(options.namesrv_addr, options.credentials, options.use_tls, options.tls_trust)
 
     def consumer_data() -> ConsumerData:  # what each heartbeat says of the group
         return ConsumerData(

@@ -10,10 +10,13 @@ from collections.abc import Collection, Mapping
 from rocketspark.client.config import parse_namesrv_addr
 from rocketspark.errors import ConfigError
 from rocketspark.remoting.signing import SessionCredentials
+from rocketspark.remoting.tls import client_context
 
 #: the options that sign requests for brokers with ACL on (lower case); Spark's default
 #: spark.redaction.regex covers their names, and they are never logged
 CREDENTIAL_OPTIONS = frozenset({"accesskey", "secretkey", "securitytoken"})
+#: the options of TLS connections (lower case)
+TLS_OPTIONS = frozenset({"usetls", "tlstrust"})
 
 
 def lowered_options(options: Mapping[str, str], known: Collection[str]) -> dict[str, str]:
@@ -78,3 +81,16 @@ def credentials_option(options: Mapping[str, str]) -> SessionCredentials | None:
         missing = "accessKey" if not access_key else "secretKey"
         raise ConfigError(f"options accessKey and secretKey go together: {missing} is missing or empty")
     return SessionCredentials(access_key, secret_key, token)
+
+
+def tls_option(options: Mapping[str, str]) -> tuple[bool, str | None]:
+    """`useTLS` and `tlsTrust` (a PEM CA file, or `insecure`): whether every connection is TLS and
+    what verifies the servers' certificates (None: the system's CAs). An unreadable CA file is an
+    error here, before any connection."""
+    use_tls = bool_option(options, "useTLS", False)
+    trust = (options.get("tlstrust") or "").strip() or None
+    if trust is not None and not use_tls:
+        raise ConfigError("option tlsTrust needs useTLS=true")
+    if use_tls:
+        client_context(trust)
+    return use_tls, trust

@@ -16,11 +16,13 @@ from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.option_values import (
     CREDENTIAL_OPTIONS,
+    TLS_OPTIONS,
     bool_option,
     credentials_option,
     int_option,
     lowered_options,
     namesrv_option,
+    tls_option,
 )
 
 DEFAULT_PULL_BATCH_SIZE = 10_000
@@ -49,6 +51,7 @@ KNOWN_OPTIONS = frozenset(
         "path",  # what load(path) passes; not used
     }
     | CREDENTIAL_OPTIONS
+    | TLS_OPTIONS
 )
 
 
@@ -86,6 +89,9 @@ class SourceOptions:
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
     #: signs every request (ACL 1.0); its repr shows the access key only
     credentials: SessionCredentials | None = None
+    #: every connection is TLS, the servers' certificates verified against `tls_trust` (useTLS, tlsTrust)
+    use_tls: bool = False
+    tls_trust: str | None = None
 
     def pattern(self) -> re.Pattern[str] | None:
         return re.compile(self.topic_pattern) if self.topic_pattern is not None else None
@@ -178,6 +184,7 @@ def _group(lowered: Mapping[str, str], streaming: bool) -> str | None:
 def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     """Check every option; ConfigError (a ValueError) says which one is wrong and why."""
     lowered = lowered_options(options, KNOWN_OPTIONS)
+    use_tls, tls_trust = tls_option(lowered)
     namesrv = namesrv_option(lowered)
 
     topics, pattern = _topics(lowered)
@@ -216,4 +223,6 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
         pull_batch_size=int_option(lowered, "pullBatchSize", minimum=1) or DEFAULT_PULL_BATCH_SIZE,
         pull_timeout_ms=int_option(lowered, "pullTimeoutMs", minimum=1) or DEFAULT_PULL_TIMEOUT_MS,
         credentials=credentials_option(lowered),
+        use_tls=use_tls,
+        tls_trust=tls_trust,
     )

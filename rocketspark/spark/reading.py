@@ -20,7 +20,6 @@ from rocketspark.client.api.pull import PullStatus
 from rocketspark.client.puller import QueuePuller
 from rocketspark.errors import DataLossError, RocketMQError
 from rocketspark.message.spark_batches import to_spark_batch
-from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.planning import QueueRange, RocketMQPartition
@@ -31,16 +30,18 @@ log = logging.getLogger(__name__)
 DEFAULT_READER_GROUP = "rocketspark_spark_reader"
 RETRY_DELAY_S = 0.5
 
-_pullers: dict[tuple[str, SessionCredentials | None, str], QueuePuller] = {}
+_pullers: dict[tuple[object, ...], QueuePuller] = {}
 
 
 def puller_for(options: SourceOptions) -> QueuePuller:
     """This process's puller for the source's name servers and group, shared by its tasks."""
     group = options.consumer_group or DEFAULT_READER_GROUP
-    key = (options.namesrv_addr, options.credentials, group)
+    key = (options.namesrv_addr, options.credentials, options.use_tls, options.tls_trust, group)
     puller = _pullers.get(key)
     if puller is None:
-        puller = _pullers[key] = QueuePuller(cluster.instance(options.namesrv_addr, options.credentials), group)
+        puller = _pullers[key] = QueuePuller(
+            cluster.instance(options.namesrv_addr, options.credentials, options.use_tls, options.tls_trust), group
+        )
     return puller
 
 

@@ -40,7 +40,6 @@ from rocketspark.client.api.send import SendResult
 from rocketspark.client.producer import AsyncProducer
 from rocketspark.client.sync import shared_loop
 from rocketspark.message.queue import MessageQueue
-from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.spark import cluster
 from rocketspark.spark.sink_ids import IdScope
 from rocketspark.spark.sink_options import SinkOptions
@@ -58,13 +57,21 @@ REQUESTS_IN_FLIGHT = 2
 #: (topic, broker name, queue id) -> (messages, first queue offset, last queue offset)
 QueueTally = dict[tuple[str, str, int], tuple[int, int, int]]
 
-_producers: dict[tuple[str, str, int, int, SessionCredentials | None], AsyncProducer] = {}
+_producers: dict[tuple[object, ...], AsyncProducer] = {}
 _lock = threading.Lock()
 
 
 def producer_for(options: SinkOptions) -> AsyncProducer:
     """This process's producer for the sink's name servers, group and send settings."""
-    key = (options.namesrv_addr, options.producer_group, options.send_timeout_ms, options.retries, options.credentials)
+    key = (
+        options.namesrv_addr,
+        options.producer_group,
+        options.send_timeout_ms,
+        options.retries,
+        options.credentials,
+        options.use_tls,
+        options.tls_trust,
+    )
     with _lock:
         producer = _producers.get(key)
         if producer is None:
@@ -75,6 +82,8 @@ def producer_for(options: SinkOptions) -> AsyncProducer:
                 retry_times_when_send_failed=options.retries,
                 hold_fixed_queues=True,
                 credentials=options.credentials,
+                use_tls=options.use_tls,
+                tls_trust=options.tls_trust,
             )
             cluster.run(producer.start())
             _producers[key] = producer
