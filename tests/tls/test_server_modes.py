@@ -19,7 +19,9 @@ from rocketspark.remoting.codec import FrameDecoder, encode
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.errors import ConnectionClosedError, TlsHandshakeError
-from rocketspark.remoting.tls import PERMISSIVE_MAX_FRAME_LENGTH, TlsTrust
+from rocketspark.remoting.processor import ProcessorTable
+from rocketspark.remoting.server import RemotingServer
+from rocketspark.remoting.tls import PERMISSIVE_MAX_FRAME_LENGTH, TlsTrust, server_tls
 from tests.harness import ServerFactory
 from tests.tls.certs import Certificates
 
@@ -160,3 +162,21 @@ def test_settings_that_cannot_work_are_refused(certs: Certificates) -> None:
     with pytest.raises(ConfigError, match="not a PEM certificate"):
         NamesrvConfig(tls_server_cert_path=certs.key, tls_server_key_path=certs.key)
     assert struct.pack(">i", PERMISSIVE_MAX_FRAME_LENGTH - 1)[0] < 0x16  # any shorter frame opens below 0x16
+
+
+async def test_one_port_serves_tls_and_plain_on_the_asyncio_loop(certs: Certificates) -> None:
+    """The servers run on uvloop (above); the same server on asyncio's own loop, in this process."""
+    processors = ProcessorTable()
+    processors.register(RequestCode.GET_BROKER_CLUSTER_INFO, lambda _, request: request.response(body=b"{}"))
+    server = RemotingServer(processors, tls=server_tls("permissive", certs.cert, certs.key))
+    await server.start()
+    plain, tls = RemotingClient(), RemotingClient(use_tls=True, tls_trust=certs.ca)
+    try:
+        for client in (plain, tls):
+            response = await client.invoke(server.address, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+            assert response.body == b"{}"
+        assert len(server.connections) == 2
+    finally:
+        await plain.close()
+        await tls.close()
+        await server.stop()
