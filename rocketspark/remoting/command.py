@@ -16,6 +16,9 @@ _MAX_OPAQUE = 2**31 - 1
 
 H = TypeVar("H", bound=CommandHeader)
 
+#: ext fields a repr (and so a log line or a test failure) never shows: a signed request's security token
+_HIDDEN_FIELDS = frozenset({"SecurityToken"})
+
 _opaque_counter = itertools.count(1)
 _opaque_lock = threading.Lock()  # callers include executor threads of the sync facade
 
@@ -81,8 +84,9 @@ class RemotingCommand:
 
     def __repr__(self) -> str:
         kind = "response" if self.is_response else "request"
+        fields = {k: "***" if k in _HIDDEN_FIELDS else v for k, v in self.ext_fields.items()}
         return (
             f"RemotingCommand({kind} code={self.code} opaque={self.opaque} flag={self.flag} "
             f"language={self.language.name} version={self.version} remark={self.remark!r} "
-            f"ext_fields={self.ext_fields!r} body={len(self.body)} bytes)"
+            f"ext_fields={fields!r} body={len(self.body)} bytes)"
         )

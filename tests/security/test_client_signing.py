@@ -50,7 +50,10 @@ def test_unique_key_query_added_after_signing_still_verifies() -> None:
 
 
 def test_secret_and_token_stay_out_of_reprs() -> None:
+    request = RemotingCommand(code=10, ext_fields={"topic": "T"})
+    sign(request, CREDENTIALS)
     shown = repr(CREDENTIALS) + repr(AclClientRPCHook(CREDENTIALS)) + repr(ClientConfig(credentials=CREDENTIALS))
+    shown += repr(request)
     assert "rocketspark-ak" in shown
     assert CREDENTIALS.secret_key not in shown
     assert "token-1" not in shown
