@@ -54,6 +54,8 @@ def root(
     ] = None,
 ) -> None:
     state.debug = debug
+    if tls_trust is not None and not tls:
+        raise typer.BadParameter("--tls-trust needs --tls", param_hint="'--tls-trust'")
     state.use_tls = tls
     state.tls_trust = tls_trust
     state.access_key = access_key

@@ -70,6 +70,8 @@ class ClientConfig:
             "request_timeout_ms",
             "connect_timeout_ms",
         )
+        if self.tls_trust is not None and not self.use_tls:
+            raise ConfigError("tls_trust needs use_tls=True")
 
 
 def client_config_for(
@@ -84,8 +86,8 @@ def client_config_for(
     config = client_config or ClientConfig(namesrv_addr=namesrv_addr)
     if credentials is not None:
         config = dataclasses.replace(config, credentials=credentials)
-    if use_tls:
-        config = dataclasses.replace(config, use_tls=True, tls_trust=tls_trust)
+    if use_tls or tls_trust is not None:
+        config = dataclasses.replace(config, use_tls=use_tls, tls_trust=tls_trust)
     return config
 
 

@@ -20,6 +20,8 @@ from rocketspark import (
 )
 from rocketspark.client.api import admin
 from rocketspark.client.api.route import get_cluster_info, get_route
+from rocketspark.client.config import ClientConfig
+from rocketspark.errors import ConfigError
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.errors import ConnectionClosedError, RemotingError
@@ -125,3 +127,13 @@ async def test_a_plain_client_cannot_use_the_enforcing_cluster(tls_cluster: TlsC
             await producer.send(Message("TlsPlain", b"refused"))
     finally:
         await producer.shutdown()
+
+
+def test_a_trust_without_tls_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="tls_trust needs use_tls=True"):
+        ClientConfig(namesrv_addr="127.0.0.1:9876", tls_trust="insecure")
+    with pytest.raises(ConfigError, match="tls_trust needs use_tls=True"):
+        AsyncProducer("no_tls", namesrv_addr="127.0.0.1:9876", tls_trust="insecure")
+    refused = run_cli("--tls-trust", "insecure", "topic", "list", namesrv="127.0.0.1:9876")
+    assert refused.code == 2
+    assert "--tls-trust needs --tls" in refused.err
