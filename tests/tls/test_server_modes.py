@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from broker.config import BrokerConfig
+from broker.store.config import StoreConfig
 from namesrv.config import NamesrvConfig
 from rocketspark.client.api.route import get_cluster_info
 from rocketspark.errors import ConfigError
@@ -22,6 +24,7 @@ from rocketspark.remoting.errors import ConnectionClosedError, TlsHandshakeError
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.server import RemotingServer
 from rocketspark.remoting.tls import PERMISSIVE_MAX_FRAME_LENGTH, TlsTrust, server_tls
+from rocketspark.settings import build
 from tests.harness import ServerFactory
 from tests.tls.certs import Certificates
 
@@ -162,6 +165,8 @@ def test_settings_that_cannot_work_are_refused(certs: Certificates) -> None:
     with pytest.raises(ConfigError, match="not a PEM certificate"):
         NamesrvConfig(tls_server_cert_path=certs.key, tls_server_key_path=certs.key)
     assert struct.pack(">i", PERMISSIVE_MAX_FRAME_LENGTH - 1)[0] < 0x16  # any shorter frame opens below 0x16
+    with pytest.raises(ConfigError, match=r"invalid settings in broker.conf: tls.server.mode=enforcing needs"):
+        build((BrokerConfig, StoreConfig), {"tls.server.mode": "enforcing"}, "broker.conf")
 
 
 async def test_one_port_serves_tls_and_plain_on_the_asyncio_loop(certs: Certificates) -> None:
