@@ -1,10 +1,16 @@
-"""`latency`: single sends at 1,000 and at 10,000 msg/s, from send to receipt by a long-polling consumer.
+"""`latency`: single sends at 1,000 and at 10,000 msg/s: acknowledgement, and send to receipt by a consumer.
 
 Producer and consumer (a lite-pull consumer polling, or a push consumer whose listener records the
 receipt on its consume thread) run in one process (one clock); each message carries its send
-time. Sends start on a fixed schedule, each as its own task (up to IN_FLIGHT at once), so a slow
-answer does not delay the next send; the rate actually reached is recorded next to the target. The
-consumer starts at the queues' ends and receives through held pulls.
+time. Each broker is fresh, so whatever a broker does once after its start is measured (issue 24).
+Two shapes of sending:
+
+- overlapping: sends start on a fixed schedule, each as its own task on one producer (up to
+  IN_FLIGHT at once), so a slow answer does not delay the next send;
+- one after another: each send is awaited before the next starts (at most the target rate).
+
+The rate actually reached is recorded next to the target. The consumer starts at the queues' ends
+and receives through held pulls.
 """
 
 from __future__ import annotations
@@ -65,9 +71,10 @@ class _PushReceiver:
             self.done.set_result(None)
 
 
-async def measure(rate: int, seconds: float, limit: int, push: bool) -> list[object]:
+async def measure(rate: int, seconds: float, limit: int, push: bool, overlapping: bool) -> list[object]:
     count = int(min(limit, seconds * rate))
     latencies: list[float] = []
+    acks: list[float] = []
     with cluster() as target:
         await prepare_topic(target)
         consumer: AsyncLitePullConsumer | AsyncPushConsumer
@@ -102,8 +109,13 @@ async def measure(rate: int, seconds: float, limit: int, push: bool) -> list[obj
                 slots = asyncio.Semaphore(IN_FLIGHT)
 
                 async def send_one() -> None:
+                    sent = time.perf_counter()
+                    await producer.send(Message(TOPIC, struct.pack(">d", sent) + b"x" * 120))
+                    acks.append(time.perf_counter() - sent)
+
+                async def send_one_in_slot() -> None:
                     try:
-                        await producer.send(Message(TOPIC, struct.pack(">d", time.perf_counter()) + b"x" * 120))
+                        await send_one()
                     finally:
                         slots.release()
 
@@ -112,24 +124,45 @@ async def measure(rate: int, seconds: float, limit: int, push: bool) -> list[obj
                 started = time.perf_counter()
                 for i in range(count):
                     await asyncio.sleep(max(0.0, started + i / rate - time.perf_counter()))
-                    await slots.acquire()
-                    sends.append(asyncio.ensure_future(send_one()))
+                    if overlapping:
+                        await slots.acquire()
+                        sends.append(asyncio.ensure_future(send_one_in_slot()))
+                    else:
+                        await send_one()
                 await asyncio.gather(*sends)
                 sent_rate = count / (time.perf_counter() - started)
                 await asyncio.wait_for(receiver, 30)
     kind = "push (concurrent listener)" if push else "lite-pull (long polling)"
-    p50, p99, p999 = percentiles_ms(latencies, 50, 99, 99.9)
+    shape = "overlapping" if overlapping else "one after another"
+    ack = percentiles_ms(acks, 50, 99, 99.9, 100)
+    receipt = percentiles_ms(latencies, 50, 99, 99.9, 100)
     progress(
-        f"{kind}, {rate:,} msg/s ({sent_rate:,.0f} reached), {len(latencies):,} messages: p50 {p50} ms, p99 {p99} ms"
+        f"{shape}, {kind}, {rate:,} msg/s ({sent_rate:,.0f} reached), {len(latencies):,} messages: "
+        f"ack p99 {ack[1]} ms max {ack[3]} ms, receipt p99 {receipt[1]} ms max {receipt[3]} ms"
     )
-    return [kind, len(latencies), rate, round(sent_rate), p50, p99, p999]
+    return [shape, kind, len(latencies), rate, round(sent_rate), *ack, *receipt]
 
 
 async def main(seconds: float, limit: int) -> None:
-    rows = [await measure(rate, seconds, limit, push) for push in (False, True) for rate in RATES]
+    runs = [(False, True), (False, False), (True, True)]  # (push, overlapping)
+    rows = [await measure(rate, seconds, limit, push, overlapping) for push, overlapping in runs for rate in RATES]
     record(
         "latency",
-        ["consumer", "messages", "target msg/s", "sent msg/s", "p50 ms", "p99 ms", "p99.9 ms"],
+        [
+            "sends",
+            "consumer",
+            "messages",
+            "target msg/s",
+            "sent msg/s",
+            "ack p50 ms",
+            "ack p99 ms",
+            "ack p99.9 ms",
+            "ack max ms",
+            "receipt p50 ms",
+            "receipt p99 ms",
+            "receipt p99.9 ms",
+            "receipt max ms",
+        ],
         rows,
-        {"body_bytes": 128, "queues": QUEUES, "sends_in_flight_at_most": IN_FLIGHT},
+        {"body_bytes": 128, "queues": QUEUES, "sends_in_flight_at_most": IN_FLIGHT, "fresh_broker_per_row": True},
     )

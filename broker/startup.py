@@ -14,6 +14,7 @@ from pathlib import Path
 from broker.config import BrokerConfig
 from broker.controller import BrokerController
 from broker.memory import return_freed_memory
+from broker.preload import preload
 from broker.store.config import StoreConfig
 from rocketspark.errors import ConfigError
 from rocketspark.logs import LOG_LEVELS, configure_logging
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     config, store_config, level = parse_args(argv)
     configure_logging(level)
     trim_memory = return_freed_memory()
+    preload()
     try:
         controller = BrokerController(config, store_config, trim_memory=trim_memory)
     except ConfigError as exc:  # the ACL accounts file, read at start
