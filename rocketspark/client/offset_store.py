@@ -6,6 +6,7 @@ RocketMQ's `ControllableOffset`; persisting drops queues the consumer no longer 
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from abc import ABC, abstractmethod
@@ -123,11 +124,17 @@ class RemoteBrokerOffsetStore(OffsetStore):
 
 
 class LocalFileOffsetStore(OffsetStore):
-    """Offsets in `<directory>/<group>/offsets.json`, replaced atomically (broadcasting consumers)."""
+    """Offsets in `<directory>/<group>/offsets.json`, replaced atomically (broadcasting consumers).
+
+    The file is read and written (with fsyncs) on a worker thread, never on the client's event
+    loop, which every producer and consumer of the client instance shares: one fsync can take tens
+    of milliseconds on a busy disk, and persisting runs every few seconds (issue 24).
+    """
 
     def __init__(self, directory: Path, group: str) -> None:
         super().__init__(group)
         self.path = directory / group / "offsets.json"
+        self._writing = asyncio.Lock()  # one write at a time, in the order persist_all was called
 
     def _file_offsets(self) -> dict[MessageQueue, int]:
         if not self.path.exists():
@@ -139,13 +146,15 @@ class LocalFileOffsetStore(OffsetStore):
             raise RocketMQError(f"offset file {self.path} is unreadable: {exc}") from None
 
     async def load(self) -> None:
-        self.table.update(self._file_offsets())
+        self.table.update(await asyncio.to_thread(self._file_offsets))
 
     async def _read_stored(self, queue: MessageQueue) -> int:
-        return self._file_offsets().get(queue, NO_OFFSET)
+        return (await asyncio.to_thread(self._file_offsets)).get(queue, NO_OFFSET)
 
     async def persist_all(self, queues: Collection[MessageQueue]) -> None:
         for queue in [q for q in self.table if q not in queues]:
             del self.table[queue]
         entries = [{**q.to_dict(), "offset": o} for q, o in sorted(self.table.items())]
-        write_atomically(self.path, orjson.dumps({"offsets": entries}, option=orjson.OPT_INDENT_2))
+        data = orjson.dumps({"offsets": entries}, option=orjson.OPT_INDENT_2)
+        async with self._writing:
+            await asyncio.to_thread(write_atomically, self.path, data)
