@@ -8,11 +8,16 @@ it reaches the configured size, so a record never spans two files. Blocking file
 other thread touches it once the store serves (recovery runs before that, on the I/O thread). The
 two never share state: file work uses positional I/O on file descriptors, and a thread that reads
 a batch is handed its segment by the loop.
+
+Memory does not grow with the number of records: a segment remembers one record start per
+64 KiB (broker/store/record_positions.py) and reads the headers of a granule when it must find a
+record; startup reads only the headers its segments' positions files do not cover.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import os
 import time
@@ -26,13 +31,15 @@ import pyarrow as pa
 
 from broker.store import record
 from broker.store.durability import make_directories
-from broker.store.growable import GrowableArray
+from broker.store.record_positions import GRANULE, SAVE_EVERY_BYTES, RecordPositions, read_headers
 from broker.store.stored import StoredBatch, as_batches, stored_size
 from rocketspark.fileutil import fsync_directory
 
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 1024  # stored batches read (and their message records decoded) together by arrow_batches
+_GRANULES_CACHED = 1024  # granules whose record positions stay parsed in memory (about 10 MiB at most)
+_serials = itertools.count()
 
 
 def segment_name(start: int) -> str:
@@ -44,10 +51,11 @@ class Segment:
     start: int
     path: Path
     fd: int
+    positions_path: Path  # the saved record positions of its flushed part
     size: int = 0  # bytes of valid records
     directory_synced: bool = True  # False until the directory holding a new segment's name is fsynced
-    positions: GrowableArray = field(default_factory=lambda: GrowableArray(np.int64))
-    rows: GrowableArray = field(default_factory=lambda: GrowableArray(np.int32))
+    positions: RecordPositions = field(default_factory=RecordPositions)
+    serial: int = field(default_factory=lambda: next(_serials))
 
     @property
     def end(self) -> int:
@@ -60,6 +68,29 @@ class Segment:
         """Close and remove the file (blocking: the I/O thread, once no read uses the segment)."""
         self.close()
         self.path.unlink(missing_ok=True)
+        self.positions_path.unlink(missing_ok=True)
+
+    def locate(self, commit_log_offset: int) -> tuple[int, int] | None:
+        """(position of the record, row) of the message at `commit_log_offset` in this segment,
+        from its headers on disk (blocking: a reader thread, handed the segment by the loop)."""
+        local = commit_log_offset - self.start
+        if not 0 <= local < self.size:
+            return None
+        starts, counts = self.positions.granule(self.fd, local // GRANULE, self.size)
+        index = int(np.searchsorted(starts, local, side="right")) - 1
+        if index < 0 or local - int(starts[index]) >= int(counts[index]):
+            return None
+        return self.start + int(starts[index]), local - int(starts[index])
+
+    def record_starts(self, start: int, end: int) -> Iterator[int]:
+        """Commit log offsets of the records that start in [start, end), read from disk (blocking)."""
+        local = max(start - self.start, 0)
+        if local >= self.size:
+            return
+        first = self.positions.granule_start(local)
+        for position, _ in read_headers(self.fd, first, min(end - self.start, self.size)):
+            if position >= local:
+                yield self.start + position
 
     def read(self, position: int) -> StoredBatch:
         """The batch at commit log offset `position` of this segment, from disk (blocking)."""
@@ -79,8 +110,9 @@ class Placement:
 
 
 class CommitLog:
-    def __init__(self, directory: Path, segment_size: int, cache_bytes: int) -> None:
+    def __init__(self, directory: Path, segment_size: int, cache_bytes: int, positions_dir: Path | None = None) -> None:
         self.directory = directory
+        self.positions_dir = positions_dir or directory.parent / "positions"
         self.segment_size = segment_size
         self.segments: list[Segment] = []
         self._starts: list[int] = []
@@ -88,6 +120,7 @@ class CommitLog:
         self._cache_bytes = 0
         self._cache_limit = cache_bytes
         self._unflushed: set[Segment] = set()
+        self._granules: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -110,13 +143,15 @@ class CommitLog:
         page cache only, and the caller counts the whole valid log as flushed.
         """
         make_directories(self.directory)
+        make_directories(self.positions_dir)
         paths = sorted(p for p in self.directory.iterdir() if p.name.isdigit())
         for index, path in enumerate(paths):
             segment = self._open(int(path.name), path)
-            valid = self._scan(segment, verify_from)
+            file_size = os.fstat(segment.fd).st_size
+            saved = segment.positions.load(segment.positions_path, segment.fd, file_size, verify_from - segment.start)
+            valid = self._scan(segment, saved, verify_from, file_size)
             if segment.start + valid > verify_from:
                 os.fsync(segment.fd)
-            file_size = os.fstat(segment.fd).st_size
             if valid < file_size:
                 log.warning(
                     "commit log %s: %d bytes after offset %d are not a complete record; truncating",
@@ -130,31 +165,36 @@ class CommitLog:
                 for later in paths[index + 1 :]:
                     log.error("commit log segment %s follows a torn record; deleting it", later.name)
                     later.unlink()
+                    (self.positions_dir / later.name).unlink(missing_ok=True)
                 break
             self._add_segment(segment)
+        names = {s.path.name for s in self.segments}
+        for stale in [p for p in self.positions_dir.iterdir() if p.name not in names]:
+            stale.unlink()  # of a segment deleted before its positions file
         return self.max_offset
 
     def _open(self, start: int, path: Path) -> Segment:
-        return Segment(start, path, os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        return Segment(start, path, fd, self.positions_dir / path.name)
 
     def _add_segment(self, segment: Segment) -> None:
         self.segments.append(segment)
         self._starts.append(segment.start)
 
-    def _scan(self, segment: Segment, verify_from: int) -> int:
-        position = 0
-        file_size = os.fstat(segment.fd).st_size
-        while position + record.HEADER_SIZE <= file_size:
-            header = record.parse_header(os.pread(segment.fd, record.HEADER_SIZE, position))
-            if header is None or position + header.total_length > file_size:
+    @staticmethod
+    def _scan(segment: Segment, start: int, verify_from: int, file_size: int) -> int:
+        """Read the headers from `start` (0, or the end of what the positions file covers): the
+        end of the valid records. Checksums are checked at or after `verify_from`."""
+        position = start
+        for at, header in read_headers(segment.fd, start, file_size):
+            if at + header.total_length > file_size:
                 break
-            if segment.start + position >= verify_from:
-                payload = os.pread(segment.fd, header.payload_length, position + record.HEADER_SIZE)
+            if segment.start + at >= verify_from:
+                payload = os.pread(segment.fd, header.payload_length, at + record.HEADER_SIZE)
                 if not record.checksum_matches(header, payload):
                     break
-            segment.positions.append(np.array([segment.start + position], dtype=np.int64))
-            segment.rows.append(np.array([header.rows], dtype=np.int32))
-            position += header.total_length
+            segment.positions.cover(at, header.total_length)
+            position = at + header.total_length
         segment.size = position
         return position
 
@@ -181,8 +221,7 @@ class CommitLog:
     def register(self, placement: Placement, length: int, batch: StoredBatch, *, synced: bool) -> None:
         """Make a written record visible to reads (event loop); `synced`: `sync` covered it already."""
         segment = placement.segment
-        segment.positions.append(np.array([placement.position], dtype=np.int64))
-        segment.rows.append(np.array([batch.num_rows], dtype=np.int32))
+        segment.positions.cover(placement.position - segment.start, length)
         segment.size = placement.position + length - segment.start
         if not synced:
             self._unflushed.add(segment)
@@ -241,11 +280,6 @@ class CommitLog:
             raise LookupError(f"commit log offset {position} is outside {self.min_offset}..{self.max_offset}")
         return segment
 
-    def locate(self, commit_log_offset: int) -> tuple[int, int] | None:
-        """(position of the batch, row) holding the message at `commit_log_offset`."""
-        positions, rows = self.locate_many(np.array([commit_log_offset], dtype=np.int64))
-        return (int(positions[0]), int(rows[0])) if positions[0] >= 0 else None
-
     def locate_many(self, commit_log_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`locate` of many offsets at once: the positions of their batches (-1 where no
         message is) and their rows, one numpy pass per segment."""
@@ -258,27 +292,65 @@ class CommitLog:
         last = bisect.bisect_right(self._starts, int(offsets.max()))
         for segment in self.segments[first:last]:
             inside = np.flatnonzero((offsets >= segment.start) & (offsets < segment.end))
-            if not len(inside):
-                continue
-            starts = segment.positions.view()
-            index = np.searchsorted(starts, offsets[inside], side="right") - 1
-            inside, index = inside[index >= 0], index[index >= 0]
-            row = offsets[inside] - starts[index]
-            held = row < segment.rows.view()[index]
-            positions[inside[held]] = starts[index[held]]
-            rows[inside[held]] = row[held]
+            local = offsets[inside] - segment.start
+            granules = local // GRANULE
+            for granule in np.unique(granules).tolist():
+                at = granules == granule
+                starts, counts = self._granule(segment, granule)
+                index = np.searchsorted(starts, local[at], side="right") - 1
+                which, index = inside[at][index >= 0], index[index >= 0]
+                row = offsets[which] - segment.start - starts[index]
+                held = row < counts[index]
+                positions[which[held]] = segment.start + starts[index[held]]
+                rows[which[held]] = row[held]
         return positions, rows
 
+    def _granule(self, segment: Segment, number: int) -> tuple[np.ndarray, np.ndarray]:
+        """The record starts (in the segment) and row counts of a granule, parsed once while it is
+        complete and then kept in a small cache. Reads the headers from disk when not cached
+        (blocking, a block or two: where an event-loop caller uses it, see the module docstring)."""
+        key = (segment.serial, number)
+        found = self._granules.get(key)
+        if found is not None:
+            self._granules.move_to_end(key)
+            return found
+        found = segment.positions.granule(segment.fd, number, segment.size)
+        if (number + 1) * GRANULE < segment.size:  # the granule's records are all written: final
+            self._granules[key] = found
+            while len(self._granules) > _GRANULES_CACHED:
+                self._granules.popitem(last=False)
+        return found
+
     def batches_between(self, start: int, end: int) -> list[int]:
-        """Positions of the records in [start, end), in log order."""
+        """Positions of the records in [start, end), in log order, read from disk (blocking: the
+        caller bounds the range, such as what a checkpoint does not cover)."""
         result: list[int] = []
         for segment in self.segments:
             if segment.end <= start or segment.start >= end:
                 continue
-            positions = segment.positions.view()
-            lo, hi = np.searchsorted(positions, [start, end])
-            result.extend(int(p) for p in positions[lo:hi])
+            result.extend(segment.record_starts(start, end))
         return result
+
+    def positions_to_save(self, flushed: int, *, everything: bool) -> list[tuple[Segment, np.ndarray]]:
+        """Positions files worth writing now (event loop): of each segment whose flushed part grew by
+        SAVE_EVERY_BYTES since its last one, or was completed; of every segment when `everything`.
+        `flushed` is the commit log's flushed offset, a record boundary."""
+        saves = []
+        for index, segment in enumerate(self.segments):
+            closed = index < len(self.segments) - 1
+            size = segment.size if flushed >= segment.end else flushed - segment.start
+            if size <= segment.positions.saved:
+                continue
+            if everything or size - segment.positions.saved >= SAVE_EVERY_BYTES or (closed and size == segment.size):
+                saves.append((segment, segment.positions.to_save(size)))
+        return saves
+
+    @staticmethod
+    def save_positions(saves: list[tuple[Segment, np.ndarray]]) -> None:
+        """Write the files of :meth:`positions_to_save` (blocking: the store's I/O thread)."""
+        for segment, saved in saves:
+            RecordPositions.save(segment.positions_path, saved)
+            segment.positions.saved = int(saved[1])
 
     def cache_put(self, position: int, batch: StoredBatch) -> None:
         if position in self._cache:
@@ -306,6 +378,8 @@ class CommitLog:
             self.segments.pop(0)
             self._starts.pop(0)
             self._unflushed.discard(oldest)
+            for key in [k for k in self._granules if k[0] == oldest.serial]:
+                del self._granules[key]
             for position in [p for p in self._cache if p < oldest.end]:
                 self._cache_bytes -= stored_size(self._cache.pop(position))
         return expired
@@ -316,4 +390,5 @@ class CommitLog:
         self.segments.clear()
         self._starts.clear()
         self._cache.clear()
+        self._granules.clear()
         self._cache_bytes = 0

@@ -136,5 +136,10 @@ class StoreConfig:
         return self.store_path_root_dir / "checkpoint"
 
     @property
+    def duplicate_window_path(self) -> Path:
+        """The duplicate window's snapshot (broker/store/window_snapshot.py)."""
+        return self.store_path_root_dir / "duplicateWindow"
+
+    @property
     def abort_path(self) -> Path:
         return self.store_path_root_dir / "abort"

@@ -17,9 +17,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +28,7 @@ import pyarrow.compute as pc
 
 from broker.store.commitlog import CommitLog
 from broker.store.key_table import KeyTable, TableShape
+from broker.store.window_snapshot import TableEntries, WindowSnapshot
 from rocketspark.message.stable_hashes import (
     GOLDEN,
     MASK64,
@@ -41,11 +43,17 @@ log = logging.getLogger(__name__)
 
 #: a window shorter than configured is reported at most once in this many ms (of store time)
 SHORT_WINDOW_WARNING_INTERVAL_MS = 60_000
+_RECOVERED_COLUMNS = ["topic", "queue_id", "queue_offset", "commit_log_offset", "store_timestamp", "properties"]
 
 
 def deduplicated_topic(topic: str) -> bool:
-    """Whether sends to `topic` are checked for duplicates (user topics only)."""
-    return not (topic.startswith("%") or topic.startswith("rmq_sys_") or topic == "SCHEDULE_TOPIC_XXXX")
+    """Whether sends to `topic` are checked for duplicates (user topics only: each send of a half
+    message is a half message of its own, ended by its own handle)."""
+    return not (
+        topic.startswith("%")
+        or topic.startswith("rmq_sys_")
+        or topic in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC")
+    )
 
 
 def key_hashes(
@@ -213,19 +221,59 @@ class DuplicateWindow:
         table = self._table_with_room(store_timestamp)
         table.insert_one(store_timestamp, key_hash, self._shape.probe_one(key_hash), where)
 
-    def recover(self, commit_log: CommitLog, end: int) -> None:
-        """At startup: rebuild the window from the commit log's batches stored within it, newest
-        first, up to `max_keys` rows (blocking: the store's recovery runs in its I/O thread)."""
+    def snapshot(self, through: int) -> WindowSnapshot:
+        """The window as it is (event loop, between rounds): it holds the keys of every record
+        before `through`, the commit log's end. Views of the tables' filled parts, which never change."""
+        tables = [
+            TableEntries(
+                t.hashes[: t.size],
+                t.timestamps[: t.size],
+                t.queue_ids[: t.size],
+                t.queue_offsets[: t.size],
+                t.commit_log_offsets[: t.size],
+            )
+            for t in list(self._tables)
+        ]
+        return WindowSnapshot(through, self.window_ms, self._shape.capacity, tables)
+
+    def recover(self, commit_log: CommitLog, end: int, path: Path) -> None:
+        """At startup (blocking: the store's recovery runs in its I/O thread): restore the window
+        from its snapshot, less keys whose records the log lost, and add the keys of the records
+        after it; without a usable snapshot, read the records stored within the window."""
         if not self.enabled:
             return
         now = int(time.time() * 1000)
+        saved = WindowSnapshot.load(path)
+        if saved is not None and saved.capacity != self._shape.capacity:
+            log.info("duplicate window snapshot %s was taken with other duplicateWindowMaxKeys; not used", path)
+            saved = None
+        if saved is None:
+            self._read_recent(commit_log, end, now)
+            return
+        for entries in (t.below(end) for t in saved.tables):
+            if len(entries.hashes) and int(entries.timestamps.max()) >= now - self.window_ms:
+                table = KeyTable(self._shape, self._filters[self._made % (self.GENERATIONS + 1)])
+                self._made += 1
+                probe = self._shape.probe(entries.hashes)
+                table.insert(
+                    entries.timestamps, probe, entries.queue_ids, entries.queue_offsets, entries.commit_log_offsets
+                )
+                self._tables.append(table)
+        if saved.through > end:  # records it vouched for were lost: later ones will take their place
+            path.unlink()
+        positions = commit_log.batches_between(max(saved.through, commit_log.min_offset), end)
+        for _, stored in commit_log.arrow_batches(positions):
+            self.add_stored_batch(stored.select(_RECOVERED_COLUMNS), now)
+        log.info("duplicate window: %d keys from its snapshot and %d records after it", len(self), len(positions))
+
+    def _read_recent(self, commit_log: CommitLog, end: int, now: int) -> None:
+        """Rebuild the window from the commit log's records stored within it, newest first, up
+        to `max_keys` rows, a segment at a time."""
         cutoff = now - self.window_ms
         recent: list[pa.RecordBatch] = []
         rows = 0
-        positions = commit_log.batches_between(commit_log.min_offset, end)
-        columns = ["topic", "queue_id", "queue_offset", "commit_log_offset", "store_timestamp", "properties"]
-        for _, stored in commit_log.arrow_batches(positions[::-1]):  # newest first
-            batch = stored.select(columns)
+        for stored in _newest_first(commit_log, end):
+            batch = stored.select(_RECOVERED_COLUMNS)
             if not batch.num_rows or int(pc.max(batch.column("store_timestamp")).as_py()) < cutoff:
                 break
             recent.append(batch)
@@ -264,6 +312,14 @@ class DuplicateWindow:
                     batch.column("queue_offset").to_numpy()[rows],
                     batch.column("commit_log_offset").to_numpy()[rows],
                 )
+
+
+def _newest_first(commit_log: CommitLog, end: int) -> Iterator[pa.RecordBatch]:
+    """The commit log's batches before `end`, newest first, listed a segment at a time (blocking)."""
+    for segment in reversed(commit_log.segments):
+        positions = list(segment.record_starts(segment.start, end))
+        for _, stored in commit_log.arrow_batches(positions[::-1]):
+            yield stored
 
 
 def stored_uniq_keys(properties: pa.Array) -> pa.Array:

@@ -142,13 +142,14 @@ class KeyTable:
 
     def insert(
         self,
-        timestamp: int,
+        timestamp: int | np.ndarray,
         probe: Probe,
         queue_ids: np.ndarray,
         queue_offsets: np.ndarray,
         commit_log_offsets: np.ndarray,
     ) -> None:
-        """Add distinct hashes (at most `room` of them), all stored at `timestamp`."""
+        """Add distinct hashes (at most `room` of them), all stored at `timestamp` (or each at its
+        own, when a snapshot is restored)."""
         n = len(probe.hashes)
         if n > self.room:
             raise ValueError(f"{n} keys do not fit in the {self.room} entries left")
@@ -160,7 +161,7 @@ class KeyTable:
         self.queue_offsets[first : first + n] = queue_offsets
         self.commit_log_offsets[first : first + n] = commit_log_offsets
         self.size += n
-        self.newest_timestamp = max(self.newest_timestamp, timestamp)
+        self.newest_timestamp = max(self.newest_timestamp, int(np.max(timestamp)) if n else self.newest_timestamp)
         words, bits = probe.filter_words, probe.filter_bits
         while len(words):  # where keys share a word, one update of it wins: set the others again
             self.filter[words] |= bits

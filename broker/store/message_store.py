@@ -32,6 +32,7 @@ from broker.store.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult
 from broker.store.retention import InFlightReads, Retention
 from broker.store.stored import Piece, StoredBatch, WireRecords, arrow_batches
+from broker.store.window_snapshot import SNAPSHOT_INTERVAL_S
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ class MessageStore:
         )
         self._dispatched = 0  # commit log offset up to which consume queues and index are built
         self._commit_log_flushed = 0
+        self._window_saved_through = -1  # the commit log end of the last duplicate window snapshot
         self.duplicates = DuplicateWindow(config.duplicate_window_seconds, config.duplicate_window_max_keys)
         self.appender = CommitLogAppender(
             self.commit_log,
@@ -80,6 +82,10 @@ class MessageStore:
                 "store-clean-expired", config.clean_resource_interval / 1000, self.retention.delete_expired
             ),
         ]
+        if self.duplicates.enabled:
+            self._services.append(
+                PeriodicService("store-snapshot-duplicate-window", SNAPSHOT_INTERVAL_S, self.save_duplicate_window)
+            )
         if config.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
             self._services.append(
                 PeriodicService(
@@ -120,6 +126,7 @@ class MessageStore:
             await service.stop()
         await self.flush_commit_log()
         await self.flush_logics(closing=True)
+        await self.save_duplicate_window()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._io, self._close)
         self._io.shutdown(wait=True)
@@ -153,7 +160,7 @@ class MessageStore:
             assert segment is not None
             self.logics.dispatch(position, segment.start, batch)
         self._dispatched = end
-        self.duplicates.recover(self.commit_log, end)
+        self.duplicates.recover(self.commit_log, end, self.config.duplicate_window_path)
         for queue in self.queues.values():
             queue.drop_below(self.commit_log.min_offset)
             queue.delete_files_below(queue.min_offset)
@@ -249,8 +256,10 @@ class MessageStore:
         lengths = {f"{topic}:{queue_id}": q.max_offset for (topic, queue_id), q in self.queues.items()}
         index_flushes = self.index.pending_flushes()
         slot_tables = self.index.tables_to_write(everything=closing)
+        positions = self.commit_log.positions_to_save(self._commit_log_flushed, everything=closing)
 
         def write() -> None:
+            self.commit_log.save_positions(positions)
             for pending in queue_flushes:
                 pending.queue.write(pending)
             for index_file, first, entries in index_flushes:
@@ -265,6 +274,14 @@ class MessageStore:
         for index_file, first, entries in index_flushes:
             index_file.mark_flushed(first + len(entries))
         self.index.tables_written(slot_tables)
+
+    async def save_duplicate_window(self) -> None:
+        """Snapshot the duplicate window (when it changed), so a restart need not rebuild it from the log."""
+        snapshot = self.duplicates.snapshot(self.commit_log.max_offset)
+        if not self.duplicates.enabled or snapshot.through == self._window_saved_through:
+            return
+        await asyncio.to_thread(snapshot.save, self.config.duplicate_window_path)
+        self._window_saved_through = snapshot.through
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -404,7 +421,10 @@ class MessageStore:
 
     async def message_at(self, commit_log_offset: int) -> pa.RecordBatch | None:
         """The one-row batch of the message at `commit_log_offset` (VIEW_MESSAGE_BY_ID)."""
-        located = self.commit_log.locate(commit_log_offset)
+        segment = self.commit_log.segment_for(commit_log_offset)
+        if segment is None:
+            return None
+        located = await self._reads.submit(lambda: segment.locate(commit_log_offset))
         if located is None:
             return None
         position, row = located

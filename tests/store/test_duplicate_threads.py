@@ -25,7 +25,7 @@ from tests.store.test_message_store import read_all
 ROWS = 3_000  # rows of one send: each round is checked in the I/O thread
 SENDS = 4
 #: the commit log's methods that read or change its in-memory state
-LOOP_ONLY = ("reserve", "register", "cached", "cache_put", "locate", "segment_for", "segment_holding")
+LOOP_ONLY = ("reserve", "register", "cached", "cache_put", "locate_many", "segment_for", "segment_holding")
 
 
 def keyed_batch(send: int, rows: range) -> pa.RecordBatch:

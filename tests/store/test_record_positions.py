@@ -1,0 +1,126 @@
+"""The commit log's record positions: memory per segment independent of the number of records,
+startup reading only the headers its positions files do not cover, and lookups by commit log
+offset that read a granule's headers from disk (broker/store/record_positions.py)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+from broker.store.message_store import MessageStore
+from broker.store.record_positions import GRANULE, SAVE_EVERY_BYTES
+from tests.store.conftest import StoreFactory, message
+
+SEGMENT = 1 << 20
+
+
+async def single_records(store: MessageStore, count: int, start: int = 0) -> None:
+    """`count` sends of one message each, one after another: one record each."""
+    for n in range(start, start + count):
+        await store.put_messages("T", n % 4, [message(b"m%06d" % n)])
+
+
+def count_preads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = os.pread
+
+    def counted(fd: int, length: int, offset: int) -> bytes:
+        calls.append(length)
+        return real(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", counted)
+    return calls
+
+
+async def test_memory_of_a_segment_does_not_grow_with_its_records(open_store: StoreFactory) -> None:
+    store = await open_store(mapped_file_size_commit_log=SEGMENT)
+    await single_records(store, 3000)
+    segment = store.commit_log.segments[0]
+    assert store.appender.rounds == 3000
+    assert segment.positions.nbytes == 8 * -(-segment.size // GRANULE)  # one start per 64 KiB, not per record
+
+
+async def test_clean_restart_reads_no_header_its_positions_file_covers(
+    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await open_store(mapped_file_size_commit_log=SEGMENT)
+    await single_records(store, 3000)
+    offsets = [
+        int(o)
+        for o in (await store.get_messages("T", 1, 0, max_messages=10_000, max_bytes=1 << 30))
+        .batches()[0]
+        .column("commit_log_offset")
+        .to_numpy()
+    ]
+    await store.stop()
+    preads = count_preads(monkeypatch)
+    reopened = await open_store(mapped_file_size_commit_log=SEGMENT)
+    monkeypatch.undo()
+    # a header per segment (its positions file's last record) and per queue (recovery's check of
+    # its last entry): a read per record, or the duplicate window read back, would be thousands
+    header_reads = [n for n in preads if n in (16, 256 * 1024)]
+    assert len(header_reads) <= len(reopened.commit_log.segments) + len(reopened.queues), preads[:20]
+    for offset in offsets[:: max(1, len(offsets) // 50)]:
+        found = await reopened.message_at(offset)
+        assert found is not None and found.column("commit_log_offset")[0].as_py() == offset
+
+
+async def test_after_a_crash_only_what_the_positions_files_miss_is_read(
+    open_store: StoreFactory, tmp_path: Any
+) -> None:
+    """The active segment's positions are saved every SAVE_EVERY_BYTES; a crash (no clean stop)
+    reads the headers after that, and every message is found again."""
+    import shutil
+
+    from broker.store.config import StoreConfig
+    from tests.store.conftest import STORE_HOST
+
+    store = await open_store(mapped_file_size_commit_log=SEGMENT)
+    await single_records(store, 2000)
+    await store.flush_commit_log()
+    await store.flush_logics()
+    crashed = tmp_path / "crashed"
+    shutil.copytree(store.config.store_path_root_dir, crashed)
+    assert not (crashed / "positions" / "00000000000000000000").exists()
+    recovered = MessageStore(StoreConfig(store_path_root_dir=crashed, mapped_file_size_commit_log=SEGMENT), STORE_HOST)
+    await recovered.start()
+    try:
+        assert recovered.commit_log.max_offset == store.commit_log.max_offset
+        for queue in range(4):
+            assert recovered.max_offset("T", queue) == store.max_offset("T", queue)
+        last = store.commit_log.max_offset - 1
+        while (await store.message_at(last)) is None:
+            last -= 1
+        assert (await recovered.message_at(last)) is not None
+    finally:
+        await recovered.stop()
+    assert SAVE_EVERY_BYTES > SEGMENT  # so the small segment above had no positions file before it closed
+
+
+async def test_lookups_by_offset_read_headers_on_reader_threads(
+    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await open_store(mapped_file_size_commit_log=SEGMENT, batch_cache_bytes=1)
+    await single_records(store, 500)
+    batch = (await store.get_messages("T", 2, 0, max_messages=1000, max_bytes=1 << 30)).batches()[0]
+    offsets = np.asarray(batch.column("commit_log_offset"))
+    loop = threading.current_thread()
+    threads: list[str] = []
+    real = os.pread
+
+    def watched(fd: int, length: int, offset: int) -> bytes:
+        threads.append(threading.current_thread().name)
+        return real(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", watched)
+    for offset in offsets[:20].tolist():
+        found = await store.message_at(offset)
+        assert (
+            found is not None
+            and found.column("body")[0].as_py() == batch.column("body")[offsets.tolist().index(offset)].as_py()
+        )
+    assert threads and loop.name not in threads
