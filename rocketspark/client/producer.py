@@ -346,10 +346,16 @@ class AsyncProducer:
 
         With a `delay_level`, the rows go one by one as delayed messages (brokers take no delayed
         message in a batch)."""
+        return await self.send_producer_batch(producer_batch(data), topic, queue=queue, delay_level=delay_level)
+
+    async def send_producer_batch(
+        self, batch: pa.RecordBatch, topic: str, *, queue: MessageQueue | None = None, delay_level: int = 0
+    ) -> list[SendResult]:
+        """:meth:`send_arrow` of a batch `producer_batch` made already (PRODUCER_SCHEMA), which it
+        does not convert again (the Spark sink converts its rows once, in `sink_rows`)."""
         validate_send_topic(topic)
         if delay_level < 0:
             raise ValidationError(f"the delay level must be 0 (none) or positive, got {delay_level}")
-        batch = producer_batch(data)
         if batch.num_rows == 0:
             return []
         lengths = pc.binary_length(batch.column("body"))
@@ -358,9 +364,10 @@ class AsyncProducer:
             raise ValidationError(
                 f"message bodies must be 1..{self.max_message_size:,} bytes; this batch has {shortest}..{longest}"
             )
-        generated = self._ids.next_many(batch.num_rows)
-        uniq = pc.coalesce(batch.column("uniq_key"), generated)
-        batch = batch.set_column(batch.schema.get_field_index("uniq_key"), "uniq_key", uniq)
+        given = batch.column("uniq_key")
+        if given.null_count:  # ids only for the rows without one (deterministic sink ids fill every row)
+            uniq = pc.coalesce(given, self._ids.next_many(batch.num_rows))
+            batch = batch.set_column(batch.schema.get_field_index("uniq_key"), "uniq_key", uniq)
         if delay_level:
             return await self._send_delayed_rows(topic, batch, queue, delay_level)
         sizes = lengths.to_numpy(zero_copy_only=False)

@@ -155,7 +155,7 @@ class SendPipeline:
         if previous is not None:
             await previous  # raises its failure: the task fails either way
         async with slots:
-            return await self.producer.send_arrow(
+            return await self.producer.send_producer_batch(
                 item.batch, item.topic, queue=item.queue, delay_level=item.delay_level
             )
 
