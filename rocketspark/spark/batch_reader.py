@@ -28,7 +28,7 @@ class RocketMQBatchReader(DataSourceReader):
         start = resolve(view, queues, self.options.starting, group)
         end = resolve(view, queues, self.options.ending, group)
         view.require_reachable("plan the batch read")
-        return plan_partitions(start, {q: max(end[q], start[q]) for q in queues}, self.options.num_partitions)
+        return plan_partitions(start, {q: max(end[q], start[q]) for q in queues}, self.options.partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.options, partition)

@@ -6,7 +6,7 @@ import enum
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rocketspark.errors import ConfigError, ValidationError
 from rocketspark.message.filter import parse_tag_expression
@@ -24,6 +24,7 @@ from rocketspark.spark.option_values import (
     namesrv_option,
     tls_option,
 )
+from rocketspark.spark.planning import PartitionRules
 
 DEFAULT_PULL_BATCH_SIZE = 10_000
 DEFAULT_PULL_TIMEOUT_MS = 120_000
@@ -45,6 +46,8 @@ KNOWN_OPTIONS = frozenset(
         "maxmessagespertrigger",
         "maxoffsetspertrigger",
         "numpartitions",
+        "minpartitions",
+        "maxrecordsperpartition",
         "failondataloss",
         "pullbatchsize",
         "pulltimeoutms",
@@ -83,7 +86,7 @@ class SourceOptions:
     starting: StartOrEnd = StartOrEnd(Position.GROUP)
     ending: StartOrEnd = StartOrEnd(Position.LATEST)
     max_messages_per_trigger: int | None = None
-    num_partitions: int | None = None
+    partitions: PartitionRules = field(default_factory=PartitionRules)
     fail_on_data_loss: bool = True
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS
@@ -181,6 +184,20 @@ def _group(lowered: Mapping[str, str], streaming: bool) -> str | None:
     return group.strip()
 
 
+def _partition_rules(lowered: Mapping[str, str]) -> PartitionRules:
+    rules = PartitionRules(
+        num_partitions=int_option(lowered, "numPartitions", minimum=1),
+        min_partitions=int_option(lowered, "minPartitions", minimum=1),
+        max_records=int_option(lowered, "maxRecordsPerPartition", minimum=1),
+    )
+    if rules.num_partitions is not None and rules.splits:
+        raise ConfigError(
+            "option numPartitions groups whole queues into fewer partitions, minPartitions and "
+            "maxRecordsPerPartition split queue ranges into more: give numPartitions or the other two"
+        )
+    return rules
+
+
 def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     """Check every option; ConfigError (a ValueError) says which one is wrong and why."""
     lowered = lowered_options(options, KNOWN_OPTIONS)
@@ -218,7 +235,7 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
         starting=starting,
         ending=ending,
         max_messages_per_trigger=int_option(lowered, limit_name, minimum=1),
-        num_partitions=int_option(lowered, "numPartitions", minimum=1),
+        partitions=_partition_rules(lowered),
         fail_on_data_loss=bool_option(lowered, "failOnDataLoss", True),
         pull_batch_size=int_option(lowered, "pullBatchSize", minimum=1) or DEFAULT_PULL_BATCH_SIZE,
         pull_timeout_ms=int_option(lowered, "pullTimeoutMs", minimum=1) or DEFAULT_PULL_TIMEOUT_MS,

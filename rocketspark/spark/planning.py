@@ -29,6 +29,7 @@ from pyspark.sql.datasource import InputPartition
 from rocketspark.client.allocation import averagely_by_index
 from rocketspark.errors import DataLossError
 from rocketspark.message.queue import MessageQueue
+from rocketspark.spark.splitting import split_ranges
 
 log = logging.getLogger(__name__)
 
@@ -173,23 +174,46 @@ class QueueRange:
 
 @dataclass(frozen=True)
 class RocketMQPartition(InputPartition):
-    """What one Spark task reads: ranges of a contiguous block of the sorted queues."""
+    """What one Spark task reads: ranges of a contiguous block of the sorted queues, or one piece
+    of one queue's range (read in offset order either way)."""
 
     index: int
     ranges: tuple[QueueRange, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionRules:
+    """How a batch's ranges become Spark partitions (options numPartitions, minPartitions,
+    maxRecordsPerPartition; see docs/spark.md, "Parallelism")."""
+
+    num_partitions: int | None = None
+    min_partitions: int | None = None
+    max_records: int | None = None
+
+    @property
+    def splits(self) -> bool:
+        return self.min_partitions is not None or self.max_records is not None
+
+
 def plan_partitions(
-    start: dict[MessageQueue, int], end: dict[MessageQueue, int], num_partitions: int | None
+    start: dict[MessageQueue, int], end: dict[MessageQueue, int], rules: PartitionRules
 ) -> list[RocketMQPartition]:
-    """Allocate the sorted queues to partitions as AllocateMessageQueueAveragely allocates queues to
-    consumers (partition i of n reads what consumer i of n would get), so a partition keeps its
-    queues from batch to batch while the queue set stays the same. Partitions with nothing to read
-    are not planned."""
+    """The Spark partitions of a read from `start` to `end`, a pure function of the two and `rules`.
+
+    With minPartitions or maxRecordsPerPartition, every partition reads one piece of one queue's
+    range (`rocketspark.spark.splitting`). Otherwise whole queues are grouped: the sorted queues go
+    to partitions as AllocateMessageQueueAveragely allocates queues to consumers (partition i of n
+    reads what consumer i of n would get; n is numPartitions, at most the queue count), so a
+    partition keeps its queues from batch to batch while the queue set stays the same. Partitions
+    with nothing to read are not planned."""
     queues = sorted(end)
     if not queues:
         return []
-    count = min(num_partitions or len(queues), len(queues))
+    if rules.splits:
+        whole = (QueueRange(q.topic, q.broker_name, q.queue_id, start.get(q, end[q]), end[q]) for q in queues)
+        pieces = split_ranges(whole, min_partitions=rules.min_partitions, max_records=rules.max_records)
+        return [RocketMQPartition(index, (piece,)) for index, piece in enumerate(pieces)]
+    count = min(rules.num_partitions or len(queues), len(queues))
     partitions = []
     for index in range(count):
         ranges = tuple(

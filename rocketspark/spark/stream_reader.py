@@ -143,7 +143,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             target=self._target,
         )
         plan = plan_batch(view, observed, rules)
-        for queue in [*observed.lost, *plan.restarted]:  # when read again, from where the plan puts them
+        for queue in [*plan.restarted]:  # when read again, from where the plan puts them
             self._mirrored.pop(queue, None)
         if plan.restarted:
             if self._target is not None:
@@ -200,7 +200,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             time.sleep(WAIT_STEP_S)
 
     def partitions(self, start: dict[Any, Any], end: dict[Any, Any]) -> Sequence[InputPartition]:
-        return plan_partitions(offset_dicts.from_dict(start), offset_dicts.from_dict(end), self.options.num_partitions)
+        return plan_partitions(offset_dicts.from_dict(start), offset_dicts.from_dict(end), self.options.partitions)
 
     # -- executors -------------------------------------------------------------------------------
 

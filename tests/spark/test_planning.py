@@ -10,7 +10,7 @@ from rocketspark.errors import ConfigError
 from rocketspark.message.queue import MessageQueue
 from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.options import Position, parse
-from rocketspark.spark.planning import limit_ends, plan_partitions
+from rocketspark.spark.planning import PartitionRules, limit_ends, plan_partitions
 
 BASE = {"nameserver": "127.0.0.1:9876", "topic": "T", "consumerGroup": "g"}
 
@@ -77,12 +77,12 @@ def test_partitions_follow_average_allocation_and_skip_empty_ones() -> None:
     qs = queues(8)
     end = {q: 10 for q in qs}
     start = {q: 0 for q in qs}
-    plans = plan_partitions(start, end, 3)
+    plans = plan_partitions(start, end, PartitionRules(3))
     assert [[r.queue_id for r in p.ranges] for p in plans] == [[0, 1, 2], [3, 4, 5], [6, 7]]
     start[qs[3]] = start[qs[4]] = start[qs[5]] = 10  # nothing new in partition 1's queues
-    assert [p.index for p in plan_partitions(start, end, 3)] == [0, 2]
-    assert len(plan_partitions(start, end, None)) == 5  # default: one partition per queue, empty ones dropped
-    assert len(plan_partitions({q: 0 for q in qs}, end, 99)) == 8  # at most one per queue
+    assert [p.index for p in plan_partitions(start, end, PartitionRules(3))] == [0, 2]
+    assert len(plan_partitions(start, end, PartitionRules())) == 5  # one partition per queue, empty ones dropped
+    assert len(plan_partitions({q: 0 for q in qs}, end, PartitionRules(99))) == 8  # at most one per queue
 
 
 def test_read_limit_is_never_exceeded_and_shared_by_backlog() -> None:
