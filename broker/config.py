@@ -79,6 +79,11 @@ class BrokerConfig:
     # from $ROCKETMQ_HOME/conf/plain_acl.yml as Apache RocketMQ reads them
     acl_enable: bool = False
     plain_acl_file: str | None = None
+    # transactions (broker/transaction/): a half message stored this long ago (ms) is checked, every
+    # transactionCheckInterval ms, at most transactionCheckMax times, then moved to TRANS_CHECK_MAX_TIME_TOPIC
+    transaction_time_out: int = 6_000
+    transaction_check_interval: int = 60_000
+    transaction_check_max: int = 15
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -103,6 +108,9 @@ class BrokerConfig:
             "default_topic_queue_nums",
             "max_in_flight_requests_per_connection",
             "max_held_pull_requests",
+            "transaction_time_out",
+            "transaction_check_interval",
+            "transaction_check_max",
         )
         check_frame_max_length(self.frame_max_length, "frameMaxLength")
         self.server_tls().check_frame_length(self.frame_max_length)

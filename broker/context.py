@@ -22,6 +22,7 @@ from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
+from broker.transaction.service import TransactionService
 
 
 class HasConfig(Protocol):
@@ -90,4 +91,11 @@ class HasDelayLevels(Protocol):
     @property
     def delay_levels(self) -> DelayLevels:
         """The delays of the levels (messageDelayLevel), for delayed messages and retries."""
+        ...
+
+
+class HasTransactions(Protocol):
+    @property
+    def transactions(self) -> TransactionService:
+        """Half messages: their ends and their check (broker/transaction/)."""
         ...

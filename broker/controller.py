@@ -22,6 +22,7 @@ from broker.processors.admin_topic import TopicAdminProcessor
 from broker.processors.arrow import ArrowSendProcessor
 from broker.processors.client_manage import ClientManageProcessor
 from broker.processors.consumer_manage import ConsumerManageProcessor
+from broker.processors.end_transaction import EndTransactionProcessor
 from broker.processors.lock import LockProcessor
 from broker.processors.pull import PullMessageProcessor
 from broker.processors.query_message import QueryMessageProcessor
@@ -38,6 +39,7 @@ from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
+from broker.transaction.service import CheckSettings, TransactionService
 from rocketspark.errors import RocketMQError
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.remoting.client import RemotingClient
@@ -81,9 +83,15 @@ class BrokerController:
         self._config_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="config-io")
         self._config_writers = [
             AtomicFileWriter(config_dir / name, self._config_io)
-            for name in ("topics.json", "subscriptionGroup.json", "consumerOffset.json", "delayOffset.json")
+            for name in (
+                "topics.json",
+                "subscriptionGroup.json",
+                "consumerOffset.json",
+                "delayOffset.json",
+                "transaction.json",
+            )
         ]
-        topics_writer, groups_writer, offsets_writer, delay_writer = self._config_writers
+        topics_writer, groups_writer, offsets_writer, delay_writer, transaction_writer = self._config_writers
         self.topics = TopicConfigManager(config, topics_writer, self._topics_changed)
         self.subscription_groups = SubscriptionGroupManager(groups_writer, config.auto_create_subscription_group)
         self.consumer_offsets = ConsumerOffsetManager(offsets_writer)
@@ -95,6 +103,16 @@ class BrokerController:
         self.store = MessageStore(store_config, self.address)
         self.delay_levels = DelayLevels(store_config.delay_levels_ms())
         self.schedule = ScheduleMessageService(self.store, self.delay_levels, delay_writer)
+        checks = CheckSettings(
+            config.transaction_time_out, config.transaction_check_interval, config.transaction_check_max
+        )
+        self.transactions = TransactionService(
+            self.store,
+            self.producers,
+            checks,
+            transaction_writer,
+            lambda topic: self.topics.create_internal_topic(topic, 1),
+        )
         self.registration: NamesrvRegistration | None = None
         self._services = [
             PeriodicService(
@@ -117,6 +135,7 @@ class BrokerController:
         self.subscription_groups.load()
         self.consumer_offsets.load()
         self.schedule.load()
+        await self.transactions.load()
         for processor in (
             SendMessageProcessor(self),
             SendBackProcessor(self),
@@ -129,6 +148,7 @@ class BrokerController:
             BrokerAdminProcessor(self),
             QueryMessageProcessor(self),
             LockProcessor(self),
+            EndTransactionProcessor(self),
         ):
             processor.register(self.processors)
         self.server.add_close_listener(self._connection_closed)
@@ -138,6 +158,7 @@ class BrokerController:
         for service in self._services:
             service.start()
         self.schedule.start()
+        self.transactions.start()
         log.info(
             "broker %s (cluster %s) serving at %s",
             self.config.broker_name,
@@ -153,6 +174,7 @@ class BrokerController:
         for service in self._services:
             await service.stop()
         await self.schedule.stop()
+        await self.transactions.stop()
         await self.store.stop()
         await self.consumer_offsets.persist()
         for writer in self._config_writers:

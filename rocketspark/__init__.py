@@ -24,6 +24,14 @@ if TYPE_CHECKING:
     from rocketspark.client.push.consumer import AsyncPushConsumer
     from rocketspark.client.push.listeners import ConsumeOrderlyStatus, ConsumeStatus
     from rocketspark.client.sync import LitePullConsumer, Producer, PushConsumer
+    from rocketspark.client.transaction import (
+        AsyncTransactionProducer,
+        HalfMessage,
+        TransactionListener,
+        TransactionSendResult,
+        TransactionStatus,
+    )
+    from rocketspark.client.transaction_sync import TransactionProducer
     from rocketspark.errors import AccessDeniedError, RocketMQError
     from rocketspark.message.message import Message, MessageExt
     from rocketspark.message.queue import MessageQueue
@@ -44,6 +52,12 @@ _EXPORTS = {
     "LitePullConsumer": "rocketspark.client.sync",
     "Producer": "rocketspark.client.sync",
     "PushConsumer": "rocketspark.client.sync",
+    "AsyncTransactionProducer": "rocketspark.client.transaction",
+    "HalfMessage": "rocketspark.client.transaction",
+    "TransactionListener": "rocketspark.client.transaction",
+    "TransactionSendResult": "rocketspark.client.transaction",
+    "TransactionStatus": "rocketspark.client.transaction",
+    "TransactionProducer": "rocketspark.client.transaction_sync",
     "AccessDeniedError": "rocketspark.errors",
     "RocketMQError": "rocketspark.errors",
     "Message": "rocketspark.message.message",
@@ -72,9 +86,11 @@ __all__ = [
     "AsyncLitePullConsumer",
     "AsyncProducer",
     "AsyncPushConsumer",
+    "AsyncTransactionProducer",
     "ConsumeFromWhere",
     "ConsumeOrderlyStatus",
     "ConsumeStatus",
+    "HalfMessage",
     "LitePullConsumer",
     "Message",
     "MessageExt",
@@ -87,5 +103,9 @@ __all__ = [
     "SendStatus",
     "SessionCredentials",
     "TlsTrust",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
+    "TransactionStatus",
     "__version__",
 ]

@@ -2,7 +2,9 @@
 
 A send to a %RETRY% topic (a consumer whose CONSUMER_SEND_MSG_BACK failed) whose reconsume times
 reached the limit goes to the group's dead-letter topic (broker/retry.py); a delayed message waits
-in SCHEDULE_TOPIC_XXXX (broker/schedule.py). Batches may not hold delayed messages, as in Java.
+in SCHEDULE_TOPIC_XXXX (broker/schedule.py), a half message (TRAN_MSG "true") in
+RMQ_SYS_TRANS_HALF_TOPIC until it is committed (broker/transaction/). Batches may not hold delayed
+or transactional messages.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from broker.context import (
 from broker.retry import dead_letter_queue, exhausted, subscription_group
 from broker.store.append_requests import StandardMessage
 from broker.store.results import PutResult, PutStatus
+from broker.transaction.half import half_message, is_half
 from rocketspark.errors import ValidationError
 from rocketspark.message import properties as props
 from rocketspark.message import sysflag
@@ -33,6 +36,7 @@ from rocketspark.message.batch import BatchDecodeError, decode_batch_body
 from rocketspark.message.ids import offset_msg_id
 from rocketspark.message.validation import (
     SCHEDULE_TOPIC,
+    TRANS_HALF_TOPIC,
     delay_level_of,
     group_of_retry_topic,
     validate_body,
@@ -111,10 +115,10 @@ def check_message(broker: SendContext, body: bytes, encoded: str, properties: di
     validate_encoded_properties(encoded)
     validate_no_timer(properties)
     level = delay_level_of(properties)
-    if sysflag.transaction_type(sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE:
+    if sysflag.transaction_type(sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE and not is_half(properties):
         raise ValidationError(
-            f"broker {broker.config.broker_name} does not accept transactional (prepared) messages",
-            code=ResponseCode.NO_PERMISSION,
+            "a prepared (transactional) message must carry the property TRAN_MSG=true",
+            code=ResponseCode.MESSAGE_ILLEGAL,
         )
     return level
 
@@ -150,15 +154,21 @@ class SendMessageProcessor:
         topic, stored_queue_id, messages = self._destination(header, queue_id, messages, level)
         wait = all(m.wait_store_ok for m in messages)
         stored = self.broker.store.put_messages(topic, stored_queue_id, messages, wait_flush=wait)
-        # a delayed message is answered with the queue it was sent to, as Java does
-        return self._answer(request, len(messages), stored, queue_id if topic == SCHEDULE_TOPIC else None)
+        # a delayed or half message is answered with the queue it was sent to, as Java does
+        parked = topic in (SCHEDULE_TOPIC, TRANS_HALF_TOPIC)
+        return self._answer(request, len(messages), stored, queue_id if parked else None)
 
     def _destination(
         self, header: SendMessageRequestHeader, queue_id: int, messages: list[StandardMessage], level: int
     ) -> tuple[str, int, list[StandardMessage]]:
         """Where the send's messages are stored: the group's dead-letter topic for a retry that reached
-        its limit, SCHEDULE_TOPIC_XXXX for a delayed message, else the queue the send names."""
+        its limit, SCHEDULE_TOPIC_XXXX for a delayed message, RMQ_SYS_TRANS_HALF_TOPIC for a half
+        message, else the queue the send names."""
         topic = header.topic
+        encoded = messages[0].properties
+        if props.TRANSACTION_PREPARED in encoded and len(messages) == 1 and is_half(props.decode_properties(encoded)):
+            topic, queue_id, half = half_message(topic, queue_id, messages[0])
+            return topic, queue_id, [half]
         group = group_of_retry_topic(topic)
         if group is not None:
             config = subscription_group(self.broker, group)
@@ -201,9 +211,9 @@ class SendMessageProcessor:
         for flag, body, encoded in raw:
             properties = props.decode_properties(encoded)
             level = check_message(self.broker, body, encoded, properties, header.sys_flag)
-            if level and batch:
+            if (level or is_half(properties)) and batch:
                 raise ValidationError(
-                    "a batch may not hold delayed messages (the DELAY property); send them one by one",
+                    "a batch may not hold delayed (DELAY) or transactional (TRAN_MSG) messages; send them one by one",
                     code=ResponseCode.MESSAGE_ILLEGAL,
                 )
             messages.append(

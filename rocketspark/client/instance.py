@@ -29,6 +29,9 @@ from rocketspark.errors import (
     TopicNotExistError,
     ValidationError,
 )
+from rocketspark.message import properties as props
+from rocketspark.message.message import MessageExt
+from rocketspark.message.record_scalar import decode_small, record_bounds
 from rocketspark.message.validation import validate_client_group
 from rocketspark.remoting.body.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from rocketspark.remoting.body.route import TopicRouteData
@@ -43,6 +46,10 @@ from rocketspark.service import PeriodicService
 log = logging.getLogger(__name__)
 
 _instance_numbers = itertools.count()
+
+
+#: answers a broker's CHECK_TRANSACTION_STATE: (the broker's connection, the request, the half message)
+TransactionChecker = Callable[[Connection, RemotingCommand, MessageExt], None]
 
 
 def unique_instance_name() -> str:
@@ -79,6 +86,7 @@ class ClientInstance:
         self.client_id = new_client_id(config.client_ip, config.instance_name)
         processors = ProcessorTable()
         processors.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._consumer_ids_changed)
+        processors.register(RequestCode.CHECK_TRANSACTION_STATE, self._check_transaction_state)
         self.remoting = RemotingClient(
             processors,
             connect_timeout_s=config.connect_timeout_ms / 1000,
@@ -94,6 +102,8 @@ class ClientInstance:
         self.broker_versions: dict[str, int] = {}
         self._producers: dict[str, set[str]] = {}  # producer group -> the topics it sends to
         self._consumers: dict[str, ConsumerRegistration] = {}
+        # producer group -> what answers the brokers' CHECK_TRANSACTION_STATE for it (transaction.py)
+        self._transaction_checkers: dict[str, TransactionChecker] = {}
         self._routed_since_refresh: set[str] = set()  # topics asked for outside producers and consumers
         self._route_listeners: list[Callable[[str, TopicRouteData], None]] = []
         self._lifecycle = Lifecycle(f"client instance {self.client_id}")
@@ -175,6 +185,7 @@ class ClientInstance:
     async def unregister_producer(self, group: str) -> None:
         """Forget the producer group and tell every known broker (UNREGISTER_CLIENT)."""
         self._producers.pop(group, None)
+        self._transaction_checkers.pop(group, None)
         await self._unregister_from_brokers("producer", group)
 
     def register_consumer(self, registration: ConsumerRegistration) -> None:
@@ -205,6 +216,26 @@ class ClientInstance:
     def remove_route_listener(self, listener: Callable[[str, TopicRouteData], None]) -> None:
         if listener in self._route_listeners:
             self._route_listeners.remove(listener)
+
+    def set_transaction_checker(self, group: str, checker: TransactionChecker) -> None:
+        """Hand the brokers' CHECK_TRANSACTION_STATE for producer `group` (registered) to `checker`."""
+        self._transaction_checkers[group] = checker
+
+    def _check_transaction_state(self, connection: Connection, request: RemotingCommand) -> None:
+        """A broker asks about a half message: the producer of its group (PGROUP) answers, as Java's
+        client instance hands the check to the producer of the group."""
+        try:
+            body = request.body or b""
+            (message,) = decode_small(body, record_bounds(body))
+        except (ValueError, RocketMQError) as exc:
+            log.warning("broker %s: undecodable transaction check: %s", connection.remote_address, exc)
+            return
+        group = message.properties.get(props.PRODUCER_GROUP, "")
+        checker = self._transaction_checkers.get(group)
+        if checker is None:
+            log.warning("broker %s: no transaction producer of group %s here", connection.remote_address, group)
+            return
+        checker(connection, request, message)
 
     def _consumer_ids_changed(self, connection: Connection, request: RemotingCommand) -> None:
         group = request.ext_fields.get("consumerGroup", "")

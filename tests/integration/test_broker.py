@@ -17,7 +17,6 @@ from rocketspark.client.api.send import SendStatus, send_arrow, send_message, se
 from rocketspark.errors import (
     InvalidParameterError,
     MessageIllegalError,
-    NoPermissionError,
     QueryNotFoundError,
     RequestCodeNotSupportedError,
     ServerSystemError,
@@ -179,7 +178,7 @@ async def test_bad_input_gets_specific_answers(cluster, client) -> None:
     with pytest.raises(MessageIllegalError, match="timer messages"):
         await send(client, broker.address, "Bad", b"later", TIMER_DELAY_SEC="3")
     header = send_header("Bad", props=properties(), sys_flag=TRANSACTION_PREPARED_TYPE)
-    with pytest.raises(NoPermissionError, match="transactional"):
+    with pytest.raises(MessageIllegalError, match="TRAN_MSG=true"):
         await send_message(client, broker.address, BROKER_NAME, header, b"tx", msg_id="")
     with pytest.raises(InvalidParameterError, match="characters"):
         await send(client, broker.address, "bad topic!", b"x")

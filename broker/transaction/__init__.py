@@ -1,0 +1,5 @@
+"""Transactional messages (Apache RocketMQ 4.x's two-phase send), docs/operations.md#transactions.
+
+half.py builds the messages of each step, state.py holds what is resolved and persists the check
+progress, service.py ends half messages exactly once and runs the check.
+"""

@@ -1,0 +1,276 @@
+"""`TransactionService`: ends half messages exactly once and asks producers about the others.
+
+An END_TRANSACTION commit stores the half message in its real queue, then its end record; a
+rollback stores the end record only. Beyond Apache RocketMQ (which stores a commit again), each
+half message is committed at most once: ends of one half message wait for each other on the event
+loop, and one that finds it committed or rolled back changes nothing, whether it is a retry, a
+check's answer racing the producer's own end, or comes after a restart (broker/transaction/state.py).
+
+Every `transactionCheckInterval` ms the check goes through the half messages not ended, oldest
+first, down to those stored less than `transactionTimeOut` ms ago: a half message checked
+`transactionCheckMax` times already is moved to TRANS_CHECK_MAX_TIME_TOPIC, the others are counted
+and their producer group asked (CHECK_TRANSACTION_STATE, oneway) on any live connection of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from broker.producer_manager import ProducerManager
+from broker.store.append_requests import StandardMessage
+from broker.store.message_store import MessageStore
+from broker.store.results import GetStatus
+from broker.transaction.half import EndKind, committed_message, discarded_message, end_record, ended, real_queue
+from broker.transaction.state import TransactionState
+from rocketspark.errors import RocketMQError, ValidationError
+from rocketspark.fileutil import AtomicFileWriter
+from rocketspark.message import properties as props
+from rocketspark.message.ids import offset_msg_id
+from rocketspark.message.record_encoding import encode_records
+from rocketspark.message.schema import STORED_SCHEMA
+from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocketspark.remoting.codes import RequestCode, ResponseCode
+from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.headers.transaction import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketspark.service import PeriodicService
+
+log = logging.getLogger(__name__)
+
+#: half messages or end records read in one step
+_STEP_MESSAGES = 1024
+_STEP_BYTES = 16 * 1024 * 1024
+#: how often the progress is written while the commit log grows
+_PERSIST_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSettings:
+    """broker.conf's transactionTimeOut, transactionCheckInterval (ms) and transactionCheckMax."""
+
+    timeout_ms: int
+    interval_ms: int
+    check_max: int
+
+
+class TransactionService:
+    def __init__(
+        self,
+        store: MessageStore,
+        producers: ProducerManager,
+        settings: CheckSettings,
+        writer: AtomicFileWriter,
+        create_topic: Callable[[str], object],
+    ) -> None:
+        """`create_topic`: creates the config of an internal topic of one queue (readable by tools)."""
+        self._store = store
+        self._create_topic = create_topic
+        self._producers = producers
+        self.settings = settings
+        self.state = TransactionState(writer)
+        self._writer = writer
+        self._ending: dict[int, tuple[asyncio.Future[None], int]] = {}  # half offset -> (end, log offset before)
+        self._services = [
+            PeriodicService("check-transactions", settings.interval_ms / 1000, self.check),
+            PeriodicService("persist-transactions", _PERSIST_INTERVAL_S, self._persist_if_moved),
+        ]
+
+    async def load(self) -> None:
+        """Read the progress and the end records, and end the commits a crash left without one
+        (after the store recovered, before the broker serves)."""
+        self.state.load()
+        offset = max(self._store.min_offset(TRANS_OP_HALF_TOPIC, 0), 0)
+        while True:
+            rows, offset = await self._read(TRANS_OP_HALF_TOPIC, offset)
+            if not rows:
+                break
+            for row in rows:
+                record = ended(row)
+                if record is not None:
+                    self.state.end(*record)
+        unrecorded = self.state.committed_since_watermark(self._store.commit_log)
+        for half_offset in unrecorded:
+            await self._store.put_messages(TRANS_OP_HALF_TOPIC, 0, [self._end_record(half_offset, EndKind.COMMIT)])
+            self.state.end(half_offset, EndKind.COMMIT)
+        if unrecorded:
+            log.info("%d committed half message(s) had no end record after a crash; recorded now", len(unrecorded))
+        self._persist()
+
+    def start(self) -> None:
+        for service in self._services:
+            service.start()
+
+    async def stop(self) -> None:
+        for service in self._services:
+            await service.stop()
+        if self._ending:
+            await asyncio.gather(*(future for future, _ in self._ending.values()), return_exceptions=True)
+        self._persist()
+        await self._writer.flush()
+
+    # -- ending --------------------------------------------------------------------------------
+
+    async def end(self, header: EndTransactionRequestHeader, kind: EndKind) -> str:
+        """Commit or roll back the half message the header names; what was done, for the answer.
+
+        Raises ValidationError (SYSTEM_ERROR, as Apache) when the header names no such half message."""
+        offset = header.tran_state_table_offset
+        while offset in self._ending:  # another end of it is under way: it decides
+            await asyncio.shield(self._ending[offset][0])
+        if self.state.is_final(offset):
+            log.info("half message %d ended already; %s from %s ignored", offset, kind.value, header.producer_group)
+            return f"the half message at offset {offset} ended already"
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ending[offset] = (done, self._store.commit_log.max_offset)
+        try:
+            row = await self._half_message(header)
+            if kind is EndKind.COMMIT:
+                topic, queue_id, message = committed_message(row)
+                await self._store.put_messages(topic, queue_id, [message])
+            await self._store.put_messages(TRANS_OP_HALF_TOPIC, 0, [self._end_record(offset, kind)])
+            self.state.end(offset, kind)
+        finally:
+            del self._ending[offset]
+            done.set_result(None)
+        return f"{kind.value} of the half message at offset {offset} stored"
+
+    async def _half_message(self, header: EndTransactionRequestHeader) -> dict[str, Any]:
+        """The stored half message the header names, checked as Apache's checkPrepareMessage does."""
+        batch = await self._store.message_at(header.commit_log_offset)
+        row = batch.to_pylist()[0] if batch is not None else None
+        if row is None or row["topic"] != TRANS_HALF_TOPIC:
+            raise _refusal(f"no half message is stored at commit log offset {header.commit_log_offset}")
+        if row["queue_offset"] != header.tran_state_table_offset:
+            raise _refusal(
+                f"the half message at commit log offset {header.commit_log_offset} has tranStateTableOffset "
+                f"{row['queue_offset']}, not {header.tran_state_table_offset}"
+            )
+        group = props.decode_properties(row["properties"]).get(props.PRODUCER_GROUP)
+        if group != header.producer_group:
+            raise _refusal(f"the half message belongs to producer group {group}, not {header.producer_group}")
+        return row
+
+    # -- the check -----------------------------------------------------------------------------
+
+    async def check(self) -> None:
+        """One round of the check (the periodic service runs it; tests may call it)."""
+        now_ms = int(time.time() * 1000)
+        offset = self.state.next_half
+        while True:
+            rows, next_offset = await self._read(TRANS_HALF_TOPIC, offset)
+            if not rows:
+                break
+            for row in rows:
+                half_offset = row["queue_offset"]
+                if self.state.has_ended(half_offset) or half_offset in self._ending:
+                    continue
+                if now_ms - row["store_timestamp"] < self.settings.timeout_ms:
+                    next_offset = -1
+                    break
+                if self.state.checks(half_offset) >= self.settings.check_max:
+                    await self._discard(row)
+                else:
+                    self._ask(row, self.state.checked(half_offset))
+            if next_offset < 0:
+                break
+            offset = next_offset
+        self.state.advance(self._store.min_offset(TRANS_HALF_TOPIC, 0))
+        self._persist()
+
+    def _ask(self, row: dict[str, Any], checks: int) -> None:
+        """Send CHECK_TRANSACTION_STATE for the half message to one live producer of its group."""
+        topic, queue_id, properties = real_queue(row)
+        group = properties.get(props.PRODUCER_GROUP, "")
+        channels = list(self._producers.groups.get(group, {}))
+        if not channels:
+            log.warning("half message %d: no producer of group %s is connected to ask", row["queue_offset"], group)
+            return
+        uniq_key = properties.get(props.UNIQ_KEY)
+        header = CheckTransactionStateRequestHeader(
+            tran_state_table_offset=row["queue_offset"],
+            commit_log_offset=row["commit_log_offset"],
+            msg_id=uniq_key,
+            transaction_id=properties.get(props.TRANSACTION_ID, uniq_key),
+            offset_msg_id=offset_msg_id(self._store.store_host, row["commit_log_offset"]),
+            topic=topic,
+        )
+        shown = {**row, "topic": topic, "queue_id": queue_id}
+        shown["properties"] = props.encode_properties({**properties, props.TRANSACTION_CHECK_TIMES: str(checks)})
+        body = encode_records(pa.RecordBatch.from_pylist([shown], schema=STORED_SCHEMA), self._store.store_host)
+        request = RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, header, body=body, oneway=True)
+        connection = random.choice(channels)
+        try:
+            connection.invoke_oneway(request)
+        except RocketMQError as exc:
+            log.warning(
+                "asking %s about half message %d failed: %s", connection.remote_address, row["queue_offset"], exc
+            )
+
+    async def _discard(self, row: dict[str, Any]) -> None:
+        half_offset = row["queue_offset"]
+        topic, queue_id, message = discarded_message(row, self.state.checks(half_offset))
+        self._create_topic(topic)
+        await self._store.put_messages(topic, queue_id, [message])
+        await self._store.put_messages(TRANS_OP_HALF_TOPIC, 0, [self._end_record(half_offset, EndKind.DISCARD)])
+        self.state.end(half_offset, EndKind.DISCARD)
+        log.warning(
+            "half message %d (%s) unresolved after %d checks: moved to %s",
+            half_offset,
+            row["msg_id"],
+            self.state.checks(half_offset) or self.settings.check_max,
+            topic,
+        )
+
+    async def waiting(self) -> Counter[str]:
+        """Half messages not ended, per real topic (discarded ones not counted)."""
+        counts: Counter[str] = Counter()
+        offset = self.state.next_half
+        while True:
+            rows, offset = await self._read(TRANS_HALF_TOPIC, offset)
+            if not rows:
+                return counts
+            for row in rows:
+                if not self.state.has_ended(row["queue_offset"]):
+                    counts[real_queue(row)[0]] += 1
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    async def _read(self, topic: str, offset: int) -> tuple[list[dict[str, Any]], int]:
+        """The next stored messages of queue 0 of `topic` from `offset`, and the offset after them."""
+        while True:
+            result = await self._store.get_messages(
+                topic, 0, offset, max_messages=_STEP_MESSAGES, max_bytes=_STEP_BYTES
+            )
+            if result.status is GetStatus.FOUND:
+                return [row for batch in result.batches() for row in batch.to_pylist()], result.next_begin_offset
+            if result.status in (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_TOO_SMALL):
+                if result.next_begin_offset <= offset:
+                    return [], offset
+                offset = result.next_begin_offset
+                continue
+            return [], offset
+
+    def _end_record(self, half_offset: int, kind: EndKind) -> StandardMessage:
+        return end_record(half_offset, kind, self._store.store_host)
+
+    def _persist(self) -> None:
+        """Write the progress: commits stored before the oldest end under way have their end record."""
+        starts = [start for _, start in self._ending.values()]
+        self.state.persist(min(starts, default=self._store.commit_log.max_offset))
+
+    def _persist_if_moved(self) -> None:
+        if self.state.watermark != self._store.commit_log.max_offset:
+            self.state.advance(self._store.min_offset(TRANS_HALF_TOPIC, 0))
+            self._persist()
+
+
+def _refusal(reason: str) -> ValidationError:
+    return ValidationError(reason, code=ResponseCode.SYSTEM_ERROR)

@@ -1,0 +1,132 @@
+"""What the broker knows of its half messages: which ended and how, how often each was checked.
+
+The truth lives in the store: half messages in RMQ_SYS_TRANS_HALF_TOPIC, end records in
+RMQ_SYS_TRANS_OP_HALF_TOPIC, commits in their real queues (broker/transaction/half.py). The file
+`config/transaction.json` keeps the progress: `halfOffset` (every half message below it ended),
+`checkTimes` (checks sent per half message at or above it), `discarded` (half messages moved to
+TRANS_CHECK_MAX_TIME_TOPIC below it: an END may still commit them) and `commitLogOffset`: no commit
+stored before it lacks its end record. At startup the end records are read back from the op queue,
+and commits stored since `commitLogOffset` without an end record (a crash between the two writes)
+are found in the commit log, so a half message is committed at most once across a kill -9.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from broker.store.commitlog import CommitLog
+from broker.transaction.half import EndKind
+from rocketspark.fileutil import AtomicFileWriter
+from rocketspark.message import properties as props
+from rocketspark.message import sysflag
+from rocketspark.message.validation import TRANS_HALF_TOPIC
+from rocketspark.remoting.body.jsonbody import loads
+
+log = logging.getLogger(__name__)
+
+_PREPARED_OFFSET_PATTERN = (
+    f"(?:^|{props.PROPERTY_SEPARATOR}){props.TRANSACTION_PREPARED_QUEUE_OFFSET}"
+    f"{props.NAME_VALUE_SEPARATOR}(?P<offset>[0-9]+)"
+)
+
+
+class TransactionState:
+    """Ended half messages and check counts (event loop)."""
+
+    def __init__(self, writer: AtomicFileWriter) -> None:
+        self._writer = writer
+        self.next_half = 0  # every half message below this offset ended (or was discarded)
+        self._ended: dict[int, EndKind] = {}  # offsets at or above `next_half`
+        self._checks: dict[int, int] = {}  # offsets at or above `next_half` -> checks sent
+        self._discarded: set[int] = set()  # below `next_half`: discarded, not committed or rolled back
+        self.watermark: int | None = None
+
+    def is_final(self, offset: int) -> bool:
+        """Committed or rolled back: an END changes nothing any more (a discarded one may still be
+        committed or rolled back, as in Apache RocketMQ)."""
+        if offset < self.next_half:
+            return offset not in self._discarded
+        return self._ended.get(offset) in (EndKind.COMMIT, EndKind.ROLLBACK)
+
+    def has_ended(self, offset: int) -> bool:
+        """Ended or discarded: no longer checked."""
+        return offset < self.next_half or offset in self._ended
+
+    def checks(self, offset: int) -> int:
+        return self._checks.get(offset, 0)
+
+    def checked(self, offset: int) -> int:
+        self._checks[offset] = self._checks.get(offset, 0) + 1
+        return self._checks[offset]
+
+    def end(self, offset: int, kind: EndKind) -> None:
+        if offset < self.next_half:
+            if kind is not EndKind.DISCARD:
+                self._discarded.discard(offset)
+            return
+        if self._ended.get(offset) not in (None, EndKind.DISCARD):
+            return  # the first commit or rollback stays
+        self._ended[offset] = kind
+        self._checks.pop(offset, None)
+
+    def advance(self, half_min_offset: int) -> None:
+        """Move `next_half` past the ended half messages and those the half queue no longer holds."""
+        offset = max(self.next_half, half_min_offset)
+        while offset in self._ended:
+            offset += 1
+        for ended in [o for o in self._ended if o < offset]:
+            if self._ended.pop(ended) is EndKind.DISCARD:
+                self._discarded.add(ended)
+        self._checks = {o: n for o, n in self._checks.items() if o >= offset}
+        self._discarded = {o for o in self._discarded if o >= half_min_offset}
+        self.next_half = offset
+
+    def load(self) -> None:
+        path = self._writer.path
+        if not path.exists():
+            return
+        data = loads(path.read_bytes())
+        self.next_half = int(data.get("halfOffset") or 0)
+        self._checks = {int(o): int(n) for o, n in (data.get("checkTimes") or {}).items()}
+        self._discarded = {int(o) for o in data.get("discarded") or ()}
+        watermark = data.get("commitLogOffset")
+        self.watermark = int(watermark) if watermark is not None else None
+        log.info("transaction progress loaded from %s: half messages below %d ended", path, self.next_half)
+
+    def committed_since_watermark(self, commit_log: CommitLog) -> list[int]:
+        """Half offsets of the commits stored since the progress was written whose half message is
+        not known to have ended (startup: reads that part of the commit log on the event loop)."""
+        start = max(self.watermark or 0, commit_log.min_offset)
+        positions = commit_log.batches_between(start, commit_log.max_offset)
+        found = []
+        for _, batch in commit_log.arrow_batches(positions):
+            for offset in _commits(batch):
+                if not self.is_final(offset):
+                    found.append(offset)
+        return found
+
+    def persist(self, commit_log_offset: int) -> None:
+        """Write the progress; every commit stored before `commit_log_offset` has its end record."""
+        self.watermark = commit_log_offset
+        document = {
+            "halfOffset": self.next_half,
+            "checkTimes": {str(o): n for o, n in sorted(self._checks.items())},
+            "discarded": sorted(self._discarded),
+            "commitLogOffset": commit_log_offset,
+        }
+        self._writer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+
+
+def _commits(batch: pa.RecordBatch) -> list[int]:
+    """TRAN_PREPARED_QUEUE_OFFSET of the committed transactional messages among stored ones."""
+    flags = pc.bit_wise_and(batch.column("sys_flag"), pa.scalar(sysflag.TRANSACTION_TYPE_MASK, pa.int32()))
+    commits = pc.and_(
+        pc.equal(flags, sysflag.TRANSACTION_COMMIT_TYPE), pc.not_equal(batch.column("topic"), TRANS_HALF_TOPIC)
+    )
+    found = pc.extract_regex(pc.filter(batch.column("properties"), commits), _PREPARED_OFFSET_PATTERN)
+    found = pc.filter(found, pc.is_valid(found))
+    return [int(o) for o in found.field("offset").to_pylist()]
