@@ -143,7 +143,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             target=self._target,
         )
         plan = plan_batch(view, observed, rules)
-        for queue in [*plan.restarted]:  # when read again, from where the plan puts them
+        for queue in [*observed.lost, *plan.restarted]:  # when read again, from where the plan puts them
             self._mirrored.pop(queue, None)
         if plan.restarted:
             if self._target is not None:
