@@ -25,7 +25,14 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
 
 from rocketspark.errors import RocketMQError
 from rocketspark.message.queue import MessageQueue
@@ -36,6 +43,7 @@ from rocketspark.spark.planning import BatchRules, Observed, observe, plan_batch
 from rocketspark.spark.positions import resolve
 from rocketspark.spark.queue_view import QueueView
 from rocketspark.spark.reading import read_partition
+from rocketspark.spark.trigger_limits import TriggerClock
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +60,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: offset_dicts.OffsetDict | None = None
         self._mirrored: dict[MessageQueue, int] = {}  # what the brokers took
         self._topics: set[str] = set(options.topics)
+        self._clock: TriggerClock | None = None  # minMessagesPerTrigger's, see trigger_limits
 
     # -- driver ----------------------------------------------------------------------------------
 
@@ -96,8 +105,17 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = view.max_offsets(self._queues(view, must_exist=True))
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_messages_per_trigger
-        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+        """Any limit but ReadAllAvailable when trigger limits are set: Spark hands it back to
+        `latestOffset`, which applies the options' limits (`rocketspark.spark.trigger_limits`)
+        unless Spark passes ReadAllAvailable instead (Trigger.Once)."""
+        limits = self.options.trigger
+        if limits.max_messages is not None:
+            return ReadMaxRows(limits.max_messages)
+        if limits.max_bytes is not None:
+            return ReadMaxBytes(limits.max_bytes)
+        if limits.min_messages is not None:
+            return ReadMinRows(limits.min_messages)
+        return ReadAllAvailable()
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         """The queues' max offsets when the batch was planned: Spark shows them as the source's
@@ -139,7 +157,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             place=lambda queues: resolve(
                 view, queues, self.options.starting, self._group(), latest_as_of_ms=self._started()
             ),
-            max_rows=limit.max_rows if isinstance(limit, ReadMaxRows) else None,
+            max_rows=None if isinstance(limit, ReadAllAvailable) else self.options.trigger.max_messages,
             target=self._target,
         )
         plan = plan_batch(view, observed, rules)
@@ -149,7 +167,34 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self._target is not None:
                 self._target.update({q: observed.latest[q] for q in plan.restarted})
             self._mirror(view, plan.restarted)
+        if self._target is None and not isinstance(limit, ReadAllAvailable):
+            return self._hold_for_min(observed, plan.ends)
         return plan.ends
+
+    def _hold_for_min(self, observed: Observed, ends: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
+        """minMessagesPerTrigger with maxTriggerDelay: the queues read on keep their offsets while
+        fewer new messages than the minimum wait and the delay has not passed since the last batch.
+        (Not for Trigger.AvailableNow, whose run would end there: it reads all it found.)"""
+        limits = self.options.trigger
+        if limits.min_messages is None:
+            return ends
+        if self._clock is None:
+            self._clock = TriggerClock(limits.min_messages, limits.max_delay_ms, self._started())
+        moved_back = set(observed.moved_back)
+        known = [q for q in observed.latest if q in observed.begin and q not in moved_back]
+        available = sum(max(0, observed.latest[q] - observed.begin[q]) for q in known)
+        now_ms = int(time.time() * 1000)
+        if self._clock.holds(available, now_ms):
+            log.info(
+                "waiting for more messages: %d new, minMessagesPerTrigger=%d, at most %d ms more (maxTriggerDelay)",
+                available,
+                limits.min_messages,
+                self._clock.last_batch_ms + limits.max_delay_ms - now_ms,
+            )
+            return {**ends, **{q: observed.begin[q] for q in known}}
+        if any(ends[q] > observed.begin[q] for q in known):
+            self._clock.ran(now_ms)
+        return ends
 
     def _observe(self, view: QueueView, begin: dict[MessageQueue, int]) -> Observed:
         return observe(view, begin, self._queues(view, must_exist=False))

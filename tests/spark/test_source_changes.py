@@ -212,30 +212,39 @@ def test_a_topic_created_again_while_the_query_is_stopped_is_read_from_its_first
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("seen_gone", [False, True], ids=["between_triggers", "seen_gone"])
 def test_a_topic_created_again_under_a_running_query_is_read_from_its_first_offset(
-    spark: SparkSession, two_brokers: SparkCluster, tmp_path: Path
+    spark: SparkSession, two_brokers: SparkCluster, tmp_path: Path, seen_gone: bool
 ) -> None:
-    """Deleted and created again within about a trigger interval: whether a trigger sees the queues gone,
-    at offset 0, or back with 40 messages, every message of the new topic is read once (failOnDataLoss=false)
-    and the group's offsets follow the queues back."""
-    two_brokers.create_topic("RebornLive")
-    sent = two_brokers.produce("RebornLive", 800)  # 100 a queue
+    """Deleted and created again under a running query (failOnDataLoss=false): between two triggers
+    (a trigger finds the queues below the query's offsets), or with a batch planned while the topic is
+    gone (its queues are dropped, then placed as new ones). Either way every message of the new topic
+    is read once, and the group's offsets follow the queues back."""
+    topic, group = f"RebornLive{int(seen_gone)}", f"reborn_live_group{int(seen_gone)}"
+    two_brokers.create_topic(topic)
+    sent = two_brokers.produce(topic, 800)  # 100 a queue
     output = tmp_path / "out"
 
     def group_at(rows: list[Row]) -> bool:
-        return two_brokers.group_offsets("reborn_live_group", "RebornLive") == ends_of(rows)
+        return two_brokers.group_offsets(group, topic) == ends_of(rows)
 
-    frame = stream(
-        spark, two_brokers, "RebornLive", "reborn_live_group", startingOffsets="earliest", failOnDataLoss="false"
-    )
+    frame = stream(spark, two_brokers, topic, group, startingOffsets="earliest", failOnDataLoss="false")
     query = start_stream(frame, output, tmp_path / "ckpt")
     try:
         wait_for(lambda: group_at(sent), "the group's offsets at 100 a queue")
-        delete_topic(two_brokers, "RebornLive")
-        two_brokers.create_topic("RebornLive")
-        recreated = two_brokers.produce("RebornLive", 320)  # 40 a queue
+        before = query.lastProgress["batchId"]
+        delete_topic(two_brokers, topic)
+        if seen_gone:
+
+            def planned_without_the_topic() -> bool:
+                batches = [p for p in query.recentProgress if p["batchId"] > before and p["numInputRows"] == 0]
+                return any(topic not in json.loads(p["sources"][0]["endOffset"] or "{}") for p in batches)
+
+            wait_for(planned_without_the_topic, "a batch planned without the deleted topic's queues")
+        two_brokers.create_topic(topic)
+        recreated = two_brokers.produce(topic, 320)  # 40 a queue
         wait_for(lambda: group_at(recreated), "the group's offsets back at 40 a queue")
-        later = two_brokers.produce("RebornLive", 685, first=320)
+        later = two_brokers.produce(topic, 685, first=320)
         wait_for(lambda: group_at(recreated + later), "the group's offsets at the end of every queue")
         assert query.isActive, query.exception()
     finally:
