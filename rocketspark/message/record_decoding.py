@@ -1,9 +1,10 @@
 """Message records read back, as Java's `MessageDecoder.decodesBatch` does on a client (see record_layout).
 
-Decoding walks the record boundaries with a Python loop that reads only TOTALSIZE, then checks and
-reads every other field with numpy gathers at the computed positions, and cuts bodies, topics and
-properties out of the input as Arrow arrays: :func:`decode_records` gives MessageExt objects,
-:func:`decode_records_to_batch` a STORED_SCHEMA batch.
+Decoding finds the record boundaries (:func:`record_bounds_array`: numpy over large inputs, a
+Python loop that reads only TOTALSIZE over small ones), or takes them from a caller that knows
+them, then checks and reads every other field with numpy gathers at the computed positions, and
+cuts bodies, topics and properties out of the input as Arrow arrays: :func:`decode_records` gives
+MessageExt objects, :func:`decode_records_to_batch` a STORED_SCHEMA batch.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rocketspark.message.record_layout import (
     IPV6_HOST,
     MAGIC_V1,
     MAGIC_V2,
+    MIN_RECORD,
     NUMERIC,
     NUMERIC_NAMES,
     PREFIX_WITHOUT_HOSTS,
@@ -42,10 +44,15 @@ from rocketspark.message.record_scalar import (
 )
 from rocketspark.message.stored_batches import stored_batch
 
-__all__ = ["RecordDecodeError", "decode_records", "decode_records_to_batch", "record_starts"]
+__all__ = ["RecordDecodeError", "decode_records", "decode_records_to_batch", "record_bounds_array"]
 
 #: inputs larger than SMALL_RECORDS records of this size go to the whole-batch path at once
 _SMALL_RECORD_BYTES = 16 * 1024
+#: inputs from this size have their record bounds found with numpy (a dozen calls, whatever the
+#: size), smaller ones with record_bounds' loop (about 0.2 µs a record)
+_VECTOR_BOUNDS_BYTES = 32 * 1024
+_MAGIC_HEAD = bytes.fromhex("daa320")  # MAGIC_V1 and MAGIC_V2 differ in their last byte only
+_MAGIC_LAST = ((MAGIC_V1 & 0xFF), (MAGIC_V2 & 0xFF))
 
 
 class _Hosts(NamedTuple):
@@ -94,9 +101,31 @@ def _read(data: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> np.ndarra
     return raw.view(dtype)[:, 0].astype(np.int64)
 
 
-def record_starts(data: bytes | memoryview) -> np.ndarray:
-    """Where each record starts: the only Python loop, which follows the TOTALSIZE fields."""
-    return np.array(record_bounds(data)[:-1], dtype=np.int64)
+def record_bounds_array(data: bytes | memoryview) -> np.ndarray:
+    """Where each record starts, then the end of the last (int64): :func:`record_bounds` as an array.
+
+    Large inputs without a per-record loop: every place where MAGICCODE's four bytes stand is a
+    candidate record (its start four bytes before); when the candidates' TOTALSIZE fields chain
+    from byte 0 to the end, one record after another, they are the records. Otherwise (those
+    bytes inside a body or properties, or corrupt input) the loop follows TOTALSIZE from byte 0
+    and raises what it finds wrong.
+    """
+    size = len(data)
+    if size >= _VECTOR_BOUNDS_BYTES:
+        raw = np.frombuffer(data, dtype=np.uint8)
+        # candidate starts c: bytes c + 4 .. c + 7 are MAGICCODE (so c + 7 < size)
+        starts = np.flatnonzero(raw[4 : size - 3] == _MAGIC_HEAD[0])
+        last = raw[starts + 7]
+        starts = starts[
+            (raw[starts + 5] == _MAGIC_HEAD[1])
+            & (raw[starts + 6] == _MAGIC_HEAD[2])
+            & ((last == _MAGIC_LAST[0]) | (last == _MAGIC_LAST[1]))
+        ]
+        if len(starts) and starts[0] == 0:
+            ends = starts + _read(raw, starts, BE_I32)
+            if ends[-1] == size and np.array_equal(ends[:-1], starts[1:]) and (ends - starts >= MIN_RECORD).all():
+                return np.append(starts, size)
+    return np.array(record_bounds(data), dtype=np.int64)
 
 
 def _host_strings(raw: np.ndarray) -> _Hosts:
@@ -123,11 +152,15 @@ class _Layout(NamedTuple):
 
 
 def _locate(raw: np.ndarray, starts: np.ndarray) -> _Layout:
-    """Check that each record's length fields add up to its TOTALSIZE and locate its parts.
+    """Check that each record lies inside the input, before the next one, and that its length fields
+    add up to its TOTALSIZE, and locate its parts.
 
     Each field is read only once the checks before it prove it lies inside its record.
     """
+    _fail("no record starts here: too close to the end of the input", starts + MIN_RECORD > len(raw), starts)
     totals = _read(raw, starts, BE_I32)
+    _fail("TOTALSIZE is too small", totals < MIN_RECORD, starts)
+    _fail("TOTALSIZE overruns the next record or the input", starts + totals > np.append(starts[1:], len(raw)), starts)
     magic = _read(raw, starts + 4, BE_I32)
     _fail("unknown MAGICCODE", (magic != MAGIC_V1) & (magic != MAGIC_V2), starts)
     sys_flag = _read(raw, starts + SYS_FLAG_POSITION, BE_I32)
@@ -183,11 +216,11 @@ def _fixed_fields(buffer: pa.Buffer, layout: _Layout) -> tuple[np.ndarray, _Host
     return head, born, store
 
 
-def _decode(data: bytes | memoryview, decompress: bool) -> _Records:
+def _decode(data: bytes | memoryview, decompress: bool, starts: np.ndarray | None = None) -> _Records:
     view = memoryview(data).cast("B") if isinstance(data, memoryview) else data
     buffer = pa.py_buffer(view)
     raw = np.frombuffer(buffer, dtype=np.uint8)
-    layout = _locate(raw, record_starts(view))
+    layout = _locate(raw, record_bounds_array(view)[:-1] if starts is None else starts)
     head, born, store = _fixed_fields(buffer, layout)
     body = binary_from_ranges(buffer, layout.body_at, layout.body_at + layout.body_length, pa.binary())
     topic = binary_from_ranges(buffer, layout.topic_at, layout.topic_at + layout.topic_length, pa.string())
@@ -287,12 +320,17 @@ def decode_records(data: bytes | memoryview, *, broker_name: str = "", decompres
     ]
 
 
-def decode_records_to_batch(data: bytes | memoryview, *, decompress: bool = True) -> pa.RecordBatch:
+def decode_records_to_batch(
+    data: bytes | memoryview, *, decompress: bool = True, starts: np.ndarray | None = None
+) -> pa.RecordBatch:
     """The records as a STORED_SCHEMA batch: what :func:`decode_records` reads, straight into Arrow.
 
-    tags and keys come from the TAGS and KEYS properties (null when absent).
+    tags and keys come from the TAGS and KEYS properties (null when absent). With `starts` (int64,
+    ascending), only the records starting there are decoded, with whatever lies between them
+    skipped (a caller that knows where records are, as the broker's store does, need neither
+    copy them together nor have them found again); without, every record of `data`.
     """
-    records = _decode(data, decompress)
+    records = _decode(data, decompress, starts)
     tags, keys, uniq_key = property_values(records.properties, props.TAGS, props.KEYS, props.UNIQ_KEY)
     head = records.head
     return stored_batch(
