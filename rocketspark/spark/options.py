@@ -25,6 +25,7 @@ from rocketspark.spark.option_values import (
     tls_option,
 )
 from rocketspark.spark.planning import PartitionRules
+from rocketspark.spark.trigger_limits import TriggerLimits, parse_duration_ms
 
 DEFAULT_PULL_BATCH_SIZE = 10_000
 DEFAULT_PULL_TIMEOUT_MS = 120_000
@@ -45,6 +46,10 @@ KNOWN_OPTIONS = frozenset(
         "endingtimestamp",
         "maxmessagespertrigger",
         "maxoffsetspertrigger",
+        "minmessagespertrigger",
+        "minoffsetspertrigger",
+        "maxtriggerdelay",
+        "maxbytespertrigger",
         "numpartitions",
         "minpartitions",
         "maxrecordsperpartition",
@@ -85,7 +90,7 @@ class SourceOptions:
     consumer_group: str | None = None
     starting: StartOrEnd = StartOrEnd(Position.GROUP)
     ending: StartOrEnd = StartOrEnd(Position.LATEST)
-    max_messages_per_trigger: int | None = None
+    trigger: TriggerLimits = field(default_factory=TriggerLimits)
     partitions: PartitionRules = field(default_factory=PartitionRules)
     fail_on_data_loss: bool = True
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
@@ -184,6 +189,34 @@ def _group(lowered: Mapping[str, str], streaming: bool) -> str | None:
     return group.strip()
 
 
+def _aliased_int(lowered: Mapping[str, str], name: str, alias: str) -> int | None:
+    if name.lower() in lowered and alias.lower() in lowered:
+        raise ConfigError(f"options {name} and {alias} mean the same thing; give one")
+    return int_option(lowered, name if name.lower() in lowered else alias, minimum=1)
+
+
+def _trigger_limits(lowered: Mapping[str, str], streaming: bool) -> TriggerLimits:
+    if not streaming:
+        for name in ("minMessagesPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "maxBytesPerTrigger"):
+            if name.lower() in lowered:
+                raise ConfigError(f"option {name} applies to streaming reads (spark.readStream) only")
+    limits = TriggerLimits(
+        max_messages=_aliased_int(lowered, "maxMessagesPerTrigger", "maxOffsetsPerTrigger"),
+        max_bytes=int_option(lowered, "maxBytesPerTrigger", minimum=1),
+        min_messages=_aliased_int(lowered, "minMessagesPerTrigger", "minOffsetsPerTrigger"),
+    )
+    delay = lowered.get("maxtriggerdelay")
+    if delay is None:
+        return limits
+    if limits.min_messages is None:
+        raise ConfigError("option maxTriggerDelay applies with minMessagesPerTrigger (alias minOffsetsPerTrigger)")
+    try:
+        delay_ms = parse_duration_ms(delay)
+    except ValueError as exc:
+        raise ConfigError(f"option maxTriggerDelay: {exc}") from None
+    return TriggerLimits(limits.max_messages, limits.max_bytes, limits.min_messages, delay_ms)
+
+
 def _partition_rules(lowered: Mapping[str, str]) -> PartitionRules:
     rules = PartitionRules(
         num_partitions=int_option(lowered, "numPartitions", minimum=1),
@@ -223,9 +256,6 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     if any(offset == offset_dicts.EARLIEST for _, offset in ending.offsets):
         raise ConfigError("option endingOffsets may not use -2 (earliest)")
 
-    limit_name = "maxMessagesPerTrigger" if "maxmessagespertrigger" in lowered else "maxOffsetsPerTrigger"
-    if "maxmessagespertrigger" in lowered and "maxoffsetspertrigger" in lowered:
-        raise ConfigError("options maxMessagesPerTrigger and maxOffsetsPerTrigger mean the same thing; give one")
     return SourceOptions(
         namesrv_addr=namesrv,
         topics=topics,
@@ -234,7 +264,7 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
         consumer_group=group,
         starting=starting,
         ending=ending,
-        max_messages_per_trigger=int_option(lowered, limit_name, minimum=1),
+        trigger=_trigger_limits(lowered, streaming),
         partitions=_partition_rules(lowered),
         fail_on_data_loss=bool_option(lowered, "failOnDataLoss", True),
         pull_batch_size=int_option(lowered, "pullBatchSize", minimum=1) or DEFAULT_PULL_BATCH_SIZE,

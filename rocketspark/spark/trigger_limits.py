@@ -1,0 +1,68 @@
+"""A stream's trigger limits beyond what Spark's `ReadLimit` carries for a Python source.
+
+Spark passes a Python source only the one limit its `getDefaultReadLimit` returned (or
+`ReadAllAvailable` for Trigger.Once), and its `ReadMinRows` has no delay. So the source reads its
+limits from its own options (`TriggerLimits`) and uses Spark's limit only to tell whether limits
+apply at all; `minMessagesPerTrigger` keeps its clock itself (`TriggerClock`). Combined as Kafka's
+source combines them: first the lower limit decides whether a batch runs now, then the upper
+limits (`maxMessagesPerTrigger`, `maxBytesPerTrigger`) cap the batch that runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Kafka's default maxTriggerDelay
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerLimits:
+    max_messages: int | None = None  # maxMessagesPerTrigger
+    max_bytes: int | None = None  # maxBytesPerTrigger, on the stored body sizes
+    min_messages: int | None = None  # minMessagesPerTrigger
+    max_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS  # maxTriggerDelay
+
+    @property
+    def any(self) -> bool:
+        return self.max_messages is not None or self.max_bytes is not None or self.min_messages is not None
+
+
+class TriggerClock:
+    """When the last micro-batch ran, for minMessagesPerTrigger with maxTriggerDelay.
+
+    It lives in the stream reader on the driver, which Spark keeps for the whole run of a query
+    (one long-lived Python process per source), so it spans micro-batches. Spark keeps no state of
+    a Python source in the checkpoint, and Kafka's source keeps this clock in memory too: a query
+    restarted from its checkpoint starts the clock at its restart, so its first batch waits at most
+    maxTriggerDelay from then."""
+
+    def __init__(self, min_messages: int, max_delay_ms: int, started_ms: int) -> None:
+        self.min_messages = min_messages
+        self.max_delay_ms = max_delay_ms
+        self.last_batch_ms = started_ms
+
+    def holds(self, available: int, now_ms: int) -> bool:
+        """Whether to wait rather than run a batch of `available` new messages now: fewer than
+        minMessagesPerTrigger, and maxTriggerDelay has not passed since the last batch."""
+        return available < self.min_messages and now_ms - self.last_batch_ms < self.max_delay_ms
+
+    def ran(self, now_ms: int) -> None:
+        """A batch with new messages runs now. (A trigger that finds nothing new runs none and
+        leaves the clock, so a message arriving after the delay passed is taken at once.)"""
+        self.last_batch_ms = now_ms
+
+
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """A duration as Kafka's maxTriggerDelay takes it (Spark's timeStringAsMs): a whole number
+    with a unit ms, s, m (or min), h or d, such as `15m` or `30s`; no unit means milliseconds.
+    ValueError when it is none."""
+    value = text.strip().lower()
+    digits = value.rstrip("abcdefghijklmnopqrstuvwxyz").strip()
+    unit = value[len(digits) :].strip() or "ms"
+    if not digits.isdigit() or unit not in _UNITS_MS:
+        raise ValueError(f"{text!r} is not a duration such as 15m, 30s or 500ms")
+    return int(digits) * _UNITS_MS[unit]

@@ -1,0 +1,64 @@
+"""The trigger limits' options and minMessagesPerTrigger's clock, against a given time: no Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketspark.errors import ConfigError
+from rocketspark.spark.options import parse
+from rocketspark.spark.trigger_limits import TriggerClock, TriggerLimits, parse_duration_ms
+
+STREAM = {"nameserver": "h:1", "topic": "T", "consumerGroup": "g"}
+
+
+def test_a_batch_waits_for_the_minimum_then_runs_at_the_delay() -> None:
+    clock = TriggerClock(min_messages=100, max_delay_ms=30_000, started_ms=1_000)
+    assert clock.holds(99, now_ms=1_000) and clock.holds(10, now_ms=30_999)
+    assert not clock.holds(10, now_ms=31_000)  # the delay passed since the start
+    assert not clock.holds(100, now_ms=2_000)  # enough messages: at once
+    clock.ran(31_000)
+    assert clock.holds(10, now_ms=60_999) and not clock.holds(10, now_ms=61_000)
+    assert not clock.holds(0, now_ms=61_000)  # nothing to run: the caller runs no batch, the clock stays
+    assert clock.last_batch_ms == 31_000
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [("15m", 900_000), ("30s", 30_000), ("500ms", 500), ("250", 250), ("2h", 7_200_000), ("1 d", 86_400_000)],
+)
+def test_durations_as_kafka_takes_them(text: str, ms: int) -> None:
+    assert parse_duration_ms(text) == ms
+
+
+@pytest.mark.parametrize("text", ["", "m", "1.5s", "-3s", "10 years", "5w"])
+def test_what_is_not_a_duration(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration_ms(text)
+
+
+def test_trigger_options_with_kafkas_names_and_defaults() -> None:
+    limits = parse({**STREAM, "minOffsetsPerTrigger": "50", "maxOffsetsPerTrigger": "500"}, streaming=True).trigger
+    assert limits == TriggerLimits(max_messages=500, min_messages=50, max_delay_ms=15 * 60_000)
+    limits = parse({**STREAM, "minMessagesPerTrigger": "5", "maxTriggerDelay": "30s"}, streaming=True).trigger
+    assert limits.min_messages == 5 and limits.max_delay_ms == 30_000
+    assert parse({**STREAM, "maxBytesPerTrigger": "1048576"}, streaming=True).trigger.max_bytes == 1_048_576
+    assert not parse(STREAM, streaming=True).trigger.any
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"maxTriggerDelay": "30s"}, "maxTriggerDelay applies with minMessagesPerTrigger"),
+        ({"minMessagesPerTrigger": "5", "maxTriggerDelay": "soon"}, "maxTriggerDelay: 'soon' is not a duration"),
+        ({"minMessagesPerTrigger": "5", "minOffsetsPerTrigger": "5"}, "mean the same thing"),
+        ({"maxBytesPerTrigger": "0"}, "maxBytesPerTrigger must be at least 1"),
+    ],
+)
+def test_wrong_trigger_options_are_named(given: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse({**STREAM, **given}, streaming=True)
+
+
+def test_trigger_options_of_streams_only() -> None:
+    with pytest.raises(ConfigError, match="minMessagesPerTrigger applies to streaming reads"):
+        parse({"nameserver": "h:1", "topic": "T", "minMessagesPerTrigger": "5"}, streaming=False)
