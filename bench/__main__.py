@@ -6,19 +6,20 @@ import argparse
 import sys
 import time
 
-from bench import consume, ingest, latency, real_client, scale, spark_sink, spark_source, vs_redis
+from bench import consume, ingest, latency, real_client, scale, soak, spark_sink, spark_source, vs_redis
 from bench.environment import describe
 from rocketspark.serving import run_event_loop
 
 SCENARIOS = {
     "ingest": (ingest.main, "broker ingest: single sends, batches of 16, Arrow batches; both flush modes"),
     "consume": (consume.main, "lite-pull consumer reading stored messages: standard records vs Arrow"),
-    "latency": (latency.main, "send-to-receipt latency at 1,000 and 10,000 msg/s with long polling"),
+    "latency": (latency.main, "ack and send-to-receipt latency at 1,000 and 10,000 msg/s, overlapping and one by one"),
     "spark-source": (spark_source.main, "Spark AvailableNow read into the noop sink vs an in-memory ceiling"),
     "spark-sink": (spark_sink.main, "df.write of 128-byte bodies vs a discarding Python writer and Arrow ingest"),
     "vs-redis": (vs_redis.main, "thin clients, one request in flight: the bundled broker against Redis Streams"),
     "real-client": (real_client.main, "the real client rocketmq==0.4.4: send_sync by 1 and 8 producers, PullConsumer"),
     "scale": (scale.main, "broker memory, key lookups, restarts and consume rates at a tenth of N and at N messages"),
+    "soak": (soak.main, "every kind of traffic, retention, topic churn and a restart for --seconds (1800 on record)"),
 }
 DEFAULT_MESSAGES = {
     "ingest": 10_000_000,
@@ -29,6 +30,7 @@ DEFAULT_MESSAGES = {
     "vs-redis": 200_000,
     "real-client": 200_000,
     "scale": 10_000_000,
+    "soak": 0,  # runs for --seconds
 }
 
 
