@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rocketspark.spark.batch_reader import RocketMQBatchReader
     from rocketspark.spark.sink_options import SinkOptions
     from rocketspark.spark.stream_reader import RocketMQStreamReader
+    from rocketspark.spark.transactional.writers import TransactionalBatchWriter, TransactionalStreamWriter
     from rocketspark.spark.writers import RocketMQBatchWriter, RocketMQStreamWriter
 
 
@@ -72,12 +73,16 @@ class RocketMQDataSource(DataSource):
         check_topic(options)
         return options
 
-    def writer(self, schema: StructType, overwrite: bool) -> RocketMQBatchWriter:
+    def writer(self, schema: StructType, overwrite: bool) -> RocketMQBatchWriter | TransactionalBatchWriter:
+        from rocketspark.spark.transactional.writers import TransactionalBatchWriter  # noqa: PLC0415
         from rocketspark.spark.writers import RocketMQBatchWriter  # noqa: PLC0415
 
-        return RocketMQBatchWriter(self._sink_options(schema, overwrite))
+        options = self._sink_options(schema, overwrite)
+        return TransactionalBatchWriter(options) if options.transactional else RocketMQBatchWriter(options)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> RocketMQStreamWriter:
+    def streamWriter(self, schema: StructType, overwrite: bool) -> RocketMQStreamWriter | TransactionalStreamWriter:
+        from rocketspark.spark.transactional.writers import TransactionalStreamWriter  # noqa: PLC0415
         from rocketspark.spark.writers import RocketMQStreamWriter  # noqa: PLC0415
 
-        return RocketMQStreamWriter(self._sink_options(schema, overwrite))
+        options = self._sink_options(schema, overwrite)
+        return TransactionalStreamWriter(options) if options.transactional else RocketMQStreamWriter(options)

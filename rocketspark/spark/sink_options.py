@@ -31,6 +31,7 @@ from rocketspark.spark.option_values import (
     namesrv_option,
     tls_option,
 )
+from rocketspark.spark.transactional.options import transaction_log_option
 
 DEFAULT_PRODUCER_GROUP = "spark-rocketmq-producer"
 #: longer than a producer's 3 s: a write waits out a busy broker rather than fail the task
@@ -52,7 +53,9 @@ KNOWN_SINK_OPTIONS = frozenset(
         "txnappid",
         "txnversion",
         "delaylevel",
-        "checkpointlocation",  # Spark's, for streaming writes: not used
+        "transactional",
+        "transactionlog",
+        "checkpointlocation",  # Spark's, for streaming writes: the default place of transactionLog
         "queryname",  # Spark's, for a streaming query given a name: not used
         "path",  # what save(path) / start(path) passes: not used
     }
@@ -93,6 +96,10 @@ class SinkOptions:
     #: every connection is TLS, the servers' certificates verified against `tls_trust` (useTLS, tlsTrust)
     use_tls: bool = False
     tls_trust: str | None = None
+    #: rows sent as half messages, committed by the driver (rocketspark.spark.transactional); the
+    #: directory of the batch records, when one is named (transactionLog, else in checkpointLocation)
+    transactional: bool = False
+    transaction_log: str | None = None
 
     def idempotent(self, streaming: bool) -> bool:
         """Whether this write sends deterministic ids: by default streaming writes do, and batch
@@ -134,6 +141,10 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         raise ConfigError("option txnAppId: must not be empty")
     if (app_id is None) != (version is None):
         raise ConfigError("options txnAppId and txnVersion go together: set both or neither")
+    transactional = bool_option(lowered, "transactional", False)
+    delay_level = int_option(lowered, "delayLevel", minimum=0) or 0
+    if transactional and delay_level:
+        raise ConfigError("option delayLevel: transactional writes cannot delay rows")
     return SinkOptions(
         namesrv_addr=namesrv,
         topic=topic,
@@ -144,10 +155,12 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         idempotent_writes=bool_option(lowered, "idempotentWrites", True) if "idempotentwrites" in lowered else None,
         txn_app_id=app_id.strip() if app_id is not None else None,
         txn_version=version,
-        delay_level=int_option(lowered, "delayLevel", minimum=0) or 0,
+        delay_level=delay_level,
         credentials=credentials_option(lowered),
         use_tls=use_tls,
         tls_trust=tls_trust,
+        transactional=transactional,
+        transaction_log=transaction_log_option(lowered),
     )
 
 

@@ -1,0 +1,83 @@
+"""Driver side of a transactional write: `commit` and `abort` of a batch, from its tasks' halves.
+
+Spark runs each in a Python worker with a fresh writer, so everything they need travels in the
+tasks' commit messages and the batch record. `commit` writes the record (`committing`, every
+attempt and handle) before it ends any half message, commits them all, then marks the record
+`committed` and rolls back the half messages of other attempts it was handed. If the record says a
+commit began already (a driver that died mid-commit, the batch run again after the restart), that
+commit is finished instead and every half message of the new run is rolled back: a consumer sees
+the batch's rows once. `abort` records its attempts as rolled back and rolls their half messages back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+from rocketspark.client.transaction import HalfMessage, TransactionStatus
+from rocketspark.errors import RocketMQError
+from rocketspark.spark import cluster
+from rocketspark.spark.sink_options import SinkOptions
+from rocketspark.spark.transactional.ending import end_halves
+from rocketspark.spark.transactional.listener import producer_for
+from rocketspark.spark.transactional.record import BatchRecord, RecordState, load, save
+from rocketspark.spark.transactional.sending import TaskHalves
+
+log = logging.getLogger(__name__)
+
+
+def _record_path(tasks: Sequence[TaskHalves]) -> str:
+    paths = {task.record_path for task in tasks}
+    if len(paths) != 1:
+        raise RuntimeError(f"the tasks of one batch name {len(paths)} transaction records: {sorted(paths)}")
+    return paths.pop()
+
+
+def _halves_outside(tasks: Sequence[TaskHalves], attempts: frozenset[str]) -> list[HalfMessage]:
+    return [half for task in tasks if task.attempt not in attempts for half in task.halves]
+
+
+def commit_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> BatchRecord | None:
+    """Commit the batch (or finish the commit a previous driver began); the record committed."""
+    if not tasks:
+        return None
+    path = _record_path(tasks)
+    producer = producer_for(options)
+    record = load(path)
+    if record is not None and record.commits:
+        log.warning("transaction record %s: finishing the commit begun before (%s)", path, record.state.value)
+    else:
+        halves = tuple(half for task in tasks for half in task.halves)
+        record = BatchRecord(RecordState.COMMITTING, frozenset(task.attempt for task in tasks), halves)
+        save(path, record)  # before any half message is ended
+    cluster.run(end_halves(producer, record.halves, TransactionStatus.COMMIT), None)
+    if record.state is not RecordState.COMMITTED:
+        record = dataclasses.replace(record, state=RecordState.COMMITTED)
+        save(path, record)
+    _roll_back(options, _halves_outside(tasks, record.attempts))
+    return record
+
+
+def abort_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> None:
+    """Roll back the tasks' half messages (those of an attempt a begun commit holds excepted)."""
+    if not tasks:
+        return
+    path = _record_path(tasks)
+    record = load(path)
+    if record is not None and record.commits:
+        _roll_back(options, _halves_outside(tasks, record.attempts))
+        return
+    before = record.attempts if record is not None else frozenset()
+    save(path, BatchRecord(RecordState.ABORTED, before | {task.attempt for task in tasks}))
+    _roll_back(options, _halves_outside(tasks, frozenset()))
+
+
+def _roll_back(options: SinkOptions, halves: list[HalfMessage]) -> None:
+    """Best effort: the check rolls back what this does not reach."""
+    if not halves:
+        return
+    try:
+        cluster.run(end_halves(producer_for(options), halves, TransactionStatus.ROLLBACK), None)
+    except RocketMQError as exc:
+        log.warning("rolling back %d half messages failed (the brokers' checks will): %s", len(halves), exc)

@@ -1,0 +1,76 @@
+"""The transactional sink's producer (one per process and settings) and its answers to checks.
+
+Every process of a query that sends or ends half messages (executors' Python workers, the driver's
+commit runner) holds a producer of the sink's group; a broker's check may reach any of them, and
+each answers from the batch's record (:mod:`rocketspark.spark.transactional.record`). A producer
+that cannot read the record (a transaction log not shared with its host) answers UNKNOWN, so the
+broker asks again, maybe another producer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from rocketspark.client.config import ClientConfig
+from rocketspark.client.transaction import AsyncTransactionProducer, TransactionStatus
+from rocketspark.message.message import Message, MessageExt
+from rocketspark.spark import cluster
+from rocketspark.spark.sink_options import SinkOptions
+from rocketspark.spark.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, load
+
+log = logging.getLogger(__name__)
+
+#: the client instance of transactional producers: apart from the non-transactional sink's, which may
+#: use the same producer group in the same process
+INSTANCE_NAME = "rocketspark-transactions"
+
+_producers: dict[tuple[object, ...], AsyncTransactionProducer] = {}
+_lock = threading.Lock()
+
+
+class RecordListener:
+    """Answers checks from the batch records; the sink never runs local transactions through it."""
+
+    def execute_local_transaction(self, message: Message, arg: Any) -> TransactionStatus:
+        return TransactionStatus.UNKNOWN
+
+    def check_local_transaction(self, message: MessageExt) -> TransactionStatus:
+        path, attempt = message.properties.get(RECORD_PROPERTY), message.properties.get(ATTEMPT_PROPERTY)
+        if not path or not attempt:
+            log.warning("half message %s was not sent by the transactional sink: state unknown", message.msg_id)
+            return TransactionStatus.UNKNOWN
+        record = load(path)
+        answer = TransactionStatus.UNKNOWN if record is None else record.answer(attempt)
+        log.info("check of half message %s (attempt %s of %s): %s", message.msg_id, attempt, path, answer.name)
+        return answer
+
+
+def producer_for(options: SinkOptions) -> AsyncTransactionProducer:
+    """This process's transaction producer for the sink's name servers, group and security settings.
+
+    A half message is sent once (no retry inside a task: one that timed out may be stored, and only
+    a new task attempt, whose half messages the record tells apart, may send its row again)."""
+    key = (options.namesrv_addr, options.producer_group, options.send_timeout_ms, *_network(options))
+    with _lock:
+        producer = _producers.get(key)
+        if producer is None:
+            config = ClientConfig(namesrv_addr=options.namesrv_addr, instance_name=INSTANCE_NAME)
+            producer = AsyncTransactionProducer(
+                options.producer_group,
+                RecordListener(),
+                client_config=config,
+                send_timeout_ms=options.send_timeout_ms,
+                retry_times_when_send_failed=0,
+                credentials=options.credentials,
+                use_tls=options.use_tls,
+                tls_trust=options.tls_trust,
+            )
+            cluster.run(producer.start())
+            _producers[key] = producer
+        return producer
+
+
+def _network(options: SinkOptions) -> tuple[object, ...]:
+    return (options.credentials, options.use_tls, options.tls_trust)

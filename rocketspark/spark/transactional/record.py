@@ -1,0 +1,95 @@
+"""A batch's transaction record: which task attempts' half messages commit, written ahead.
+
+One JSON file per batch under the transaction log (`transactionLog`, by default
+`<checkpointLocation>/rocketmq-transactions`): `<query id>/<batch id>.json` for a streaming batch,
+`txn-<txnAppId>-<txnVersion>.json` or `job-<id>.json` for a batch write. Each half message names its
+record's path and its task attempt (the properties RECORD_PROPERTY and ATTEMPT_PROPERTY), so any
+producer of the group that can read the path answers the brokers' checks from it:
+
+* no record: the batch has not committed yet (UNKNOWN);
+* `committing` or `committed`: COMMIT for the attempts it lists, ROLLBACK for any other;
+* `aborted`: ROLLBACK for the attempts it lists, UNKNOWN for others (a later run of the batch).
+
+`committing` is written (atomically, fsynced) before the driver ends any half message and lists
+every handle, so a driver that dies mid-commit finishes that same commit when the batch runs again.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from rocketspark.client.transaction import HalfMessage, TransactionStatus
+from rocketspark.fileutil import write_atomically
+
+log = logging.getLogger(__name__)
+
+#: properties of every half message the sink sends (kept by the committed message)
+RECORD_PROPERTY = "RS_TXN_RECORD"
+ATTEMPT_PROPERTY = "RS_TXN_ATTEMPT"
+
+
+class RecordState(enum.Enum):
+    COMMITTING = "committing"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    state: RecordState
+    attempts: frozenset[str]  # committing/committed: the attempts that commit; aborted: those rolled back
+    halves: tuple[HalfMessage, ...] = field(default=())  # committing/committed: every half message to commit
+
+    def answer(self, attempt: str) -> TransactionStatus:
+        """How a check of a half message of `attempt` is answered."""
+        if self.state is RecordState.ABORTED:
+            return TransactionStatus.ROLLBACK if attempt in self.attempts else TransactionStatus.UNKNOWN
+        return TransactionStatus.COMMIT if attempt in self.attempts else TransactionStatus.ROLLBACK
+
+    @property
+    def commits(self) -> bool:
+        return self.state is not RecordState.ABORTED
+
+    def to_json(self) -> bytes:
+        halves = [[h.topic, h.broker_name, h.queue_offset, h.commit_log_offset, h.msg_id] for h in self.halves]
+        return orjson.dumps({"state": self.state.value, "attempts": sorted(self.attempts), "halves": halves})
+
+    @classmethod
+    def from_json(cls, data: bytes) -> BatchRecord:
+        raw = orjson.loads(data)
+        halves = tuple(HalfMessage(str(t), str(b), int(q), int(c), str(m)) for t, b, q, c, m in raw["halves"])
+        return cls(RecordState(raw["state"]), frozenset(raw["attempts"]), halves)
+
+
+def stream_record_path(log_dir: str, query_id: str, batch_id: int) -> str:
+    return str(Path(log_dir) / query_id / f"{batch_id}.json")
+
+
+def write_record_path(log_dir: str, name: str) -> str:
+    return str(Path(log_dir) / f"{name}.json")
+
+
+def load(path: str) -> BatchRecord | None:
+    """The record at `path`; None when there is none (or it cannot be read here: logged)."""
+    try:
+        return BatchRecord.from_json(Path(path).read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("transaction record %s cannot be read: %s", path, exc)
+        return None
+
+
+def save(path: str, record: BatchRecord) -> None:
+    """Write the record durably (temporary file, fsync, rename, fsync of the directory)."""
+    write_atomically(Path(path), record.to_json())
+
+
+def attempts_of(halves: Iterable[tuple[str, HalfMessage]]) -> frozenset[str]:
+    return frozenset(attempt for attempt, _ in halves)

@@ -1,0 +1,130 @@
+"""Executor side of a transactional write: a task's rows sent as half messages.
+
+Rows go to the queues the non-transactional sink would pick (:func:`rocketspark.spark.sink_rows.split_batch`:
+`queueId`, `shardingKey`, the row's id, else round robin), with the same ids, one half message per
+row, in the rows' order per queue. Each carries its batch record's path and the task attempt's id
+(:mod:`rocketspark.spark.transactional.record`). No consumer sees them until the driver commits the
+batch. A task that fails rolls back the half messages it knows it sent before the failure leaves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from rocketspark.client.transaction import AsyncTransactionProducer, HalfMessage, TransactionStatus
+from rocketspark.errors import RocketMQError, ValidationError
+from rocketspark.message.message import Message
+from rocketspark.message.queue import MessageQueue
+from rocketspark.spark import cluster
+from rocketspark.spark.sink_ids import IdScope
+from rocketspark.spark.sink_options import SinkOptions
+from rocketspark.spark.sink_rows import Outgoing, RowPlace, split_batch
+from rocketspark.spark.transactional.ending import end_halves
+from rocketspark.spark.transactional.listener import producer_for
+from rocketspark.spark.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY
+
+log = logging.getLogger(__name__)
+
+#: half messages in flight at once per task
+HALVES_IN_FLIGHT = 32
+#: how long a failed task waits for the rollback of what it sent
+ROLLBACK_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class TaskHalves:
+    """What one task attempt sent: its id, its batch record's path and its half messages."""
+
+    attempt: str
+    record_path: str
+    rows: int
+    halves: tuple[HalfMessage, ...]
+
+
+def _messages(item: Outgoing, extra: dict[str, str]) -> list[tuple[Message, str | None]]:
+    if item.delay_level:
+        raise ValidationError("transactional writes cannot delay rows: the delayLevel column must be 0 or null")
+    columns = item.batch.to_pydict()
+    return [
+        (Message(item.topic, body, tags=tags, keys=keys, properties={**dict(props or ()), **extra}), uniq)
+        for body, tags, keys, uniq, props in zip(
+            columns["body"], columns["tags"], columns["keys"], columns["uniq_key"], columns["properties"], strict=True
+        )
+    ]
+
+
+async def _send(
+    producer: AsyncTransactionProducer, outgoing: list[Outgoing], extra: dict[str, str], sent: list[HalfMessage]
+) -> None:
+    """Send every row; rows for one queue one after another, queues concurrently. `sent` gets each
+    half message as it is acknowledged."""
+    slots = asyncio.Semaphore(HALVES_IN_FLIGHT)
+    chains: dict[MessageQueue | None, list[tuple[Message, str | None]]] = {}
+    for item in outgoing:
+        chains.setdefault(item.queue, []).extend(_messages(item, extra))
+
+    async def one(message: Message, queue: MessageQueue | None, uniq: str | None) -> None:
+        async with slots:
+            _, half = await producer.send_half(message, queue=queue, uniq_key=uniq)
+        sent.append(half)
+
+    async def chain(queue: MessageQueue, rows: list[tuple[Message, str | None]]) -> None:
+        for message, uniq in rows:
+            await one(message, queue, uniq)
+
+    tasks = []
+    for queue, rows in chains.items():
+        if queue is None:  # round robin: no order to keep
+            tasks += [asyncio.ensure_future(one(message, None, uniq)) for message, uniq in rows]
+        else:
+            tasks.append(asyncio.ensure_future(chain(queue, rows)))
+    try:
+        await asyncio.gather(*tasks)
+    finally:  # a failure: the others stop before the task reports it
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def send_task(
+    options: SinkOptions,
+    batches: Iterator[pa.RecordBatch],
+    partition: int | None,
+    ids: IdScope | None,
+    record_path: str,
+) -> TaskHalves:
+    """Send a task's rows as half messages of a new task attempt; its halves, for the commit message."""
+    producer = producer_for(options)
+    attempt = uuid.uuid4().hex
+    extra = {RECORD_PROPERTY: record_path, ATTEMPT_PROPERTY: attempt}
+    sent: list[HalfMessage] = []
+    rows = 0
+
+    def queues_of(topic: str) -> list[MessageQueue]:
+        return cluster.run(producer.fetch_publish_queues(topic))
+
+    try:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            outgoing = split_batch(batch, options, RowPlace(partition, rows), queues_of, producer.max_message_size, ids)
+            rows += batch.num_rows
+            cluster.run(_send(producer, outgoing, extra, sent), None)
+    except BaseException:
+        _roll_back(producer, sent)
+        raise
+    return TaskHalves(attempt, record_path, rows, tuple(sent))
+
+
+def _roll_back(producer: AsyncTransactionProducer, sent: list[HalfMessage]) -> None:
+    """Best effort: what is not rolled back here the check rolls back once the batch commits."""
+    try:
+        cluster.run(end_halves(producer, sent, TransactionStatus.ROLLBACK), ROLLBACK_TIMEOUT_S)
+    except (RocketMQError, TimeoutError) as exc:
+        log.warning("rolling back %d half messages of a failed task failed: %s", len(sent), exc)

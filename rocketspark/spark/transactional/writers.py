@@ -1,0 +1,92 @@
+"""Spark's Arrow writers for `transactional=true`: tasks send half messages and return their
+handles; the driver's `commit` and `abort` end them (:mod:`rocketspark.spark.transactional.commit`)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+
+from rocketspark.errors import ConfigError
+from rocketspark.spark.sink_options import SinkOptions
+from rocketspark.spark.transactional.commit import abort_batch, commit_batch
+from rocketspark.spark.transactional.options import require_log
+from rocketspark.spark.transactional.record import stream_record_path, write_record_path
+from rocketspark.spark.transactional.sending import TaskHalves, send_task
+from rocketspark.spark.writers import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, id_scope
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TransactionalCommitMessage(WriterCommitMessage):
+    """One task attempt's half messages."""
+
+    task: TaskHalves
+
+
+def _tasks(messages: Sequence[WriterCommitMessage | None]) -> list[TaskHalves]:
+    return [m.task for m in messages if isinstance(m, TransactionalCommitMessage)]
+
+
+def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch], streaming: bool, path: str | None) -> TaskHalves:
+    context = TaskContext.get()
+    if context is None:
+        raise ConfigError("transactional writes run in Spark tasks")
+    if path is None:  # a streaming batch: its record is named by the query and batch ids
+        query_id, batch_id = context.getLocalProperty(QUERY_ID_PROPERTY), context.getLocalProperty(BATCH_ID_PROPERTY)
+        if not query_id or batch_id is None:
+            raise ConfigError(f"a streaming write's tasks carry {QUERY_ID_PROPERTY} and {BATCH_ID_PROPERTY}")
+        path = stream_record_path(require_log(options.transaction_log), query_id, int(batch_id))
+    ids = id_scope(options, streaming, context)
+    return send_task(options, iterator, context.partitionId(), ids, path)
+
+
+def _describe(tasks: Sequence[TaskHalves]) -> str:
+    return f"{sum(t.rows for t in tasks)} rows, {sum(len(t.halves) for t in tasks)} half messages of {len(tasks)} tasks"
+
+
+class TransactionalBatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        options.check_kind(streaming=False)
+        log_dir = require_log(options.transaction_log)
+        name = f"txn-{options.txn_app_id}-{options.txn_version}" if options.txn_app_id else f"job-{uuid.uuid4().hex}"
+        self.options = options
+        self.record_path = write_record_path(log_dir, name)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommitMessage:
+        return TransactionalCommitMessage(_write(self.options, iterator, False, self.record_path))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        tasks = _tasks(messages)
+        commit_batch(self.options, tasks)
+        log.info("committed %s", _describe(tasks))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        tasks = _tasks(messages)
+        abort_batch(self.options, tasks)
+        log.warning("the write failed: rolled back %s", _describe(tasks))
+
+
+class TransactionalStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        require_log(options.transaction_log)
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommitMessage:
+        return TransactionalCommitMessage(_write(self.options, iterator, True, None))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        tasks = _tasks(messages)
+        commit_batch(self.options, tasks)
+        log.info("batch %d committed %s", batchId, _describe(tasks))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        tasks = _tasks(messages)
+        abort_batch(self.options, tasks)
+        log.warning("batch %d failed: rolled back %s", batchId, _describe(tasks))

@@ -1,0 +1,226 @@
+"""Transactional writes (`transactional=true`): tasks send half messages, the driver's commit makes
+a batch visible. The brokers' duplicate window is off: exactly once rests on the transactions alone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from rocketspark.client.api.offset import get_max_offset
+from rocketspark.client.sync import LitePullConsumer
+from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocketspark.remoting.body.heartbeat import ConsumeFromWhere
+from rocketspark.remoting.client import RemotingClient
+from rocketspark.spark.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, load
+from tests.harness import ServerFactory
+from tests.spark.cluster import SparkCluster, two_brokers_on
+from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, stream, wait_for
+from tests.spark.test_exactly_once import finish, output_bodies
+from tests.spark.test_sink_brokers import fill
+
+BROKER_SETTINGS = tuple(
+    arg
+    for setting in (
+        "duplicateWindowSeconds=0",
+        "transactionTimeOut=1000",
+        "transactionCheckInterval=1000",
+        "transactionCheckMax=1000",
+        "waitTimeMillsInSendQueue=5000",
+    )
+    for arg in ("--set", setting)
+)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    factory = ServerFactory(tmp_path_factory.mktemp("transactions-cluster"))
+    try:
+        yield two_brokers_on(factory, *BROKER_SETTINGS)
+    finally:
+        factory.stop_all()
+
+
+def start_copy(
+    spark: SparkSession,
+    cluster: SparkCluster,
+    source: str,
+    target: str,
+    checkpoint: Path,
+    per_trigger: int,
+    body: Column | None = None,
+) -> StreamingQuery:
+    frame = stream(
+        spark, cluster, source, f"{source}_copier", startingOffsets="earliest", maxMessagesPerTrigger=str(per_trigger)
+    )
+    frame = frame.select((body if body is not None else F.col("body")).alias("body"))
+    writer = frame.writeStream.format("rocketmq").option("nameserver", cluster.namesrv_addr).option("topic", target)
+    writer = writer.option("transactional", "true").option("checkpointLocation", str(checkpoint))
+    return writer.trigger(availableNow=True).start()
+
+
+class Reader(threading.Thread):
+    """Consumes `topic` while the query writes; records every message, and any seen before its
+    batch's record existed (before the driver's commit began)."""
+
+    def __init__(self, cluster: SparkCluster, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = LitePullConsumer(
+            f"{topic}_reader",
+            namesrv_addr=cluster.namesrv_addr,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
+        self.topic = topic
+        self.bodies: list[str] = []
+        self.early: list[str] = []
+        self.attempts: dict[str, set[str]] = {}
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        self.consumer.start()
+        self.consumer.subscribe(self.topic)
+        try:
+            while not self.stopping.is_set():
+                for message in self.consumer.poll(200):
+                    path = message.properties[RECORD_PROPERTY]
+                    if not os.path.exists(path):
+                        self.early.append(message.body.decode())
+                    self.bodies.append(message.body.decode())
+                    self.attempts.setdefault(path, set()).add(message.properties[ATTEMPT_PROPERTY])
+        finally:
+            self.consumer.shutdown()
+
+
+def every_half_message_ended(cluster: SparkCluster) -> bool:
+    """Each broker stored an end record for each half message it holds."""
+
+    async def ask() -> bool:
+        client = RemotingClient()
+        try:
+            for broker in cluster.brokers.values():
+                halves = await get_max_offset(client, broker.address, TRANS_HALF_TOPIC, 0)
+                ends = await get_max_offset(client, broker.address, TRANS_OP_HALF_TOPIC, 0)
+                if ends < halves:
+                    return False
+            return True
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def committed_attempts_only(reader: Reader) -> None:
+    """Every visible row comes from an attempt its batch record commits."""
+    for path, attempts in reader.attempts.items():
+        record = load(path)
+        assert record is not None and record.commits, path
+        assert attempts <= record.attempts, f"rows of attempts {attempts - record.attempts} of {path} are visible"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3 * QUERY_TIMEOUT_S + 120)
+def test_a_consumer_sees_a_batch_only_once_spark_commits_it_and_a_replay_adds_nothing(
+    spark: SparkSession, cluster: SparkCluster, tmp_path: Path
+) -> None:
+    cluster.create_topic("TxStreamIn", queues=2, on=("broker-a",))
+    cluster.create_topic("TxStreamOut")
+    bodies = fill(cluster, "TxStreamIn", 3_000)
+    reader = Reader(cluster, "TxStreamOut")
+    reader.start()
+    checkpoint = tmp_path / "ckpt"
+    try:
+        finish(start_copy(spark, cluster, "TxStreamIn", "TxStreamOut", checkpoint, per_trigger=1_000))
+        wait_for(lambda: len(reader.bodies) >= len(bodies), "the reader has every row", 60)
+        # the last batch replayed, as after a driver that died between its commit and Spark's
+        assert forget_last_commit(checkpoint) >= 1
+        finish(start_copy(spark, cluster, "TxStreamIn", "TxStreamOut", checkpoint, per_trigger=1_000))
+        wait_for(lambda: every_half_message_ended(cluster), "every half message ended", 60)
+    finally:
+        reader.stopping.set()
+        reader.join(30)
+    assert reader.early == []
+    assert len(reader.attempts) >= 3  # three batches, one record each
+    committed_attempts_only(reader)
+    assert Counter(reader.bodies) == Counter(bodies)
+    assert output_bodies(spark, cluster, "TxStreamOut") == Counter(bodies)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3 * QUERY_TIMEOUT_S + 120)
+def test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_once(
+    spark: SparkSession, cluster: SparkCluster, tmp_path: Path
+) -> None:
+    cluster.create_topic("TxFailIn", queues=2, on=("broker-a",))
+    cluster.create_topic("TxFailOut")
+    bodies = fill(cluster, "TxFailIn", 2_000)
+    marker = str(tmp_path / "failed-once")
+    doomed = bodies[600]
+
+    @F.udf("string")
+    def fails_once(body: str) -> str:
+        if body == doomed and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError("the first attempt of this task fails here")
+        return body
+
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")  # the task sends rows before it fails
+    reader = Reader(cluster, "TxFailOut")
+    reader.start()
+    checkpoint = tmp_path / "ckpt"
+    body = fails_once(F.col("body").cast("string"))
+    try:
+        query = start_copy(spark, cluster, "TxFailIn", "TxFailOut", checkpoint, per_trigger=5_000, body=body)
+        with pytest.raises(Exception, match="first attempt of this task fails"):
+            query.awaitTermination(QUERY_TIMEOUT_S)
+        assert os.path.exists(marker)
+        wait_for(lambda: every_half_message_ended(cluster), "the failed batch's half messages rolled back", 60)
+        assert reader.bodies == []
+        finish(start_copy(spark, cluster, "TxFailIn", "TxFailOut", checkpoint, per_trigger=5_000, body=body))
+        wait_for(lambda: len(reader.bodies) >= len(bodies), "the reader has every row", 60)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        reader.stopping.set()
+        reader.join(30)
+    committed_attempts_only(reader)
+    assert Counter(reader.bodies) == Counter(bodies)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3 * QUERY_TIMEOUT_S + 120)
+def test_a_query_stopped_between_its_sends_and_its_commit_writes_every_row_once_after_the_restart(
+    spark: SparkSession, cluster: SparkCluster, tmp_path: Path
+) -> None:
+    cluster.create_topic("TxStopIn", queues=2, on=("broker-a",))
+    cluster.create_topic("TxStopOut")
+    bodies = fill(cluster, "TxStopIn", 6_000)
+    checkpoint = tmp_path / "ckpt"
+    halves_before = half_messages(cluster)
+    query = start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, per_trigger=6_000)
+    try:
+        wait_for(lambda: half_messages(cluster) > halves_before, "the first half messages", 120)
+    finally:
+        query.stop()
+    assert output_bodies(spark, cluster, "TxStopOut") == Counter()  # nothing of the batch is visible
+    finish(start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, per_trigger=6_000))
+    assert output_bodies(spark, cluster, "TxStopOut") == Counter(bodies)
+    wait_for(lambda: every_half_message_ended(cluster), "the stopped attempt's half messages rolled back", 60)
+    assert output_bodies(spark, cluster, "TxStopOut") == Counter(bodies)
+
+
+def half_messages(cluster: SparkCluster) -> int:
+    async def ask() -> int:
+        client = RemotingClient()
+        try:
+            return sum([await get_max_offset(client, b.address, TRANS_HALF_TOPIC, 0) for b in cluster.brokers.values()])
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
