@@ -171,6 +171,25 @@ def test_queues_gone_from_the_route_are_data_loss_unless_allowed(
     assert {r.msgId for r in stored.filter(F.col("queueOffset") >= 5).collect()} == {row[4] for row in later}
 
 
+def group_at(cluster: SparkCluster, group: str, topic: str, rows: list[Row]) -> bool:
+    """Whether the group's offsets are at the ends of `rows`: the query has processed every batch up to them."""
+    return cluster.group_offsets(group, topic) == ends_of(rows)
+
+
+def read_on_after_recreation(cluster: SparkCluster, group: str, topic: str, recreated: list[Row]) -> list[Row]:
+    """With a query running on `topic` created again with `recreated` (40 a queue): its group's offsets come
+    back to 40 a queue, then follow 685 more messages past the old offsets (125 or 126 a queue). Returns
+    every message of the new topic."""
+    wait_for(lambda: group_at(cluster, group, topic, recreated), "the group's offsets back at 40 a queue")
+    later = cluster.produce(topic, 685, first=320)
+    wait_for(lambda: group_at(cluster, group, topic, recreated + later), "the group's offsets at the queues' ends")
+    return recreated + later
+
+
+def stored_ids(spark: SparkSession, output: Path) -> list[str]:
+    return sorted(r.msgId for r in spark.read.parquet(str(output)).select("msgId").collect())
+
+
 @pytest.mark.slow
 def test_a_topic_created_again_while_the_query_is_stopped_is_read_from_its_first_offset(
     spark: SparkSession, two_brokers: SparkCluster, tmp_path: Path
@@ -184,9 +203,6 @@ def test_a_topic_created_again_while_the_query_is_stopped_is_read_from_its_first
     def frame(**options: str):  # type: ignore[no-untyped-def]
         return stream(spark, two_brokers, "Reborn", "reborn_group", startingOffsets="earliest", **options)
 
-    def group_at(rows: list[Row]) -> bool:
-        return two_brokers.group_offsets("reborn_group", "Reborn") == ends_of(rows)
-
     run_available_now(frame(), "parquet", checkpoint, path=str(output))
     delete_topic(two_brokers, "Reborn")
     two_brokers.create_topic("Reborn")
@@ -199,16 +215,12 @@ def test_a_topic_created_again_while_the_query_is_stopped_is_read_from_its_first
 
     query = start_stream(frame(failOnDataLoss="false"), output, checkpoint)
     try:
-        wait_for(lambda: stored_rows(spark, output) >= 800 + 320, "the recreated topic's first 320 messages")
-        wait_for(lambda: group_at(recreated), "the group's offsets back at 40 a queue")
-        later = two_brokers.produce("Reborn", 685, first=320)  # past the old offsets: 125 or 126 a queue
-        wait_for(lambda: group_at(recreated + later), "the group's offsets at the end of every queue")
+        new = read_on_after_recreation(two_brokers, "reborn_group", "Reborn", recreated)
         assert query.isActive, query.exception()
     finally:
         query.stop()
     # every batch up to the queues' ends is in the sink (their ends are mirrored only once processed)
-    stored = sorted(r.msgId for r in spark.read.parquet(str(output)).select("msgId").collect())
-    assert stored == sorted(row[4] for row in sent + recreated + later)
+    assert stored_ids(spark, output) == sorted(row[4] for row in sent + new)
 
 
 @pytest.mark.slow
@@ -224,14 +236,10 @@ def test_a_topic_created_again_under_a_running_query_is_read_from_its_first_offs
     two_brokers.create_topic(topic)
     sent = two_brokers.produce(topic, 800)  # 100 a queue
     output = tmp_path / "out"
-
-    def group_at(rows: list[Row]) -> bool:
-        return two_brokers.group_offsets(group, topic) == ends_of(rows)
-
     frame = stream(spark, two_brokers, topic, group, startingOffsets="earliest", failOnDataLoss="false")
     query = start_stream(frame, output, tmp_path / "ckpt")
     try:
-        wait_for(lambda: group_at(sent), "the group's offsets at 100 a queue")
+        wait_for(lambda: group_at(two_brokers, group, topic, sent), "the group's offsets at 100 a queue")
         before = query.lastProgress["batchId"]
         delete_topic(two_brokers, topic)
         if seen_gone:
@@ -242,15 +250,11 @@ def test_a_topic_created_again_under_a_running_query_is_read_from_its_first_offs
 
             wait_for(planned_without_the_topic, "a batch planned without the deleted topic's queues")
         two_brokers.create_topic(topic)
-        recreated = two_brokers.produce(topic, 320)  # 40 a queue
-        wait_for(lambda: group_at(recreated), "the group's offsets back at 40 a queue")
-        later = two_brokers.produce(topic, 685, first=320)
-        wait_for(lambda: group_at(recreated + later), "the group's offsets at the end of every queue")
+        new = read_on_after_recreation(two_brokers, group, topic, two_brokers.produce(topic, 320))
         assert query.isActive, query.exception()
     finally:
         query.stop()
-    stored = sorted(r.msgId for r in spark.read.parquet(str(output)).select("msgId").collect())
-    assert stored == sorted(row[4] for row in sent + recreated + later)
+    assert stored_ids(spark, output) == sorted(row[4] for row in sent + new)
 
 
 @pytest.mark.slow
