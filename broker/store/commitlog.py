@@ -17,6 +17,8 @@ record; startup reads only the headers its segments' positions files do not cove
 from __future__ import annotations
 
 import bisect
+import contextlib
+import errno
 import itertools
 import logging
 import os
@@ -30,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from broker.store import record
+from broker.store.disk_space import disk_full_error, is_disk_full
 from broker.store.durability import make_directories
 from broker.store.record_positions import GRANULE, SAVE_EVERY_BYTES, RecordPositions, read_headers
 from broker.store.stored import StoredBatch, as_batches, stored_size
@@ -214,9 +217,21 @@ class CommitLog:
 
     @staticmethod
     def write(placement: Placement, header: bytes, payload: pa.Buffer | bytes) -> None:
-        """Write one record at its placement (I/O thread, or the appender's loop for small records)."""
+        """Write one record at its placement (I/O thread, or the appender's loop for small records).
+
+        A failed write leaves nothing behind it (the file is cut back), so no stray bytes follow the
+        segment's records; a full disk is answered SERVICE_NOT_AVAILABLE."""
         offset = placement.position - placement.segment.start
-        os.pwritev(placement.segment.fd, [header, memoryview(payload)], offset)
+        try:
+            written = os.pwritev(placement.segment.fd, [header, memoryview(payload)], offset)
+            if written < len(header) + len(memoryview(payload)):
+                raise OSError(errno.ENOSPC, f"only {written} bytes of a record were written")
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(placement.segment.fd, offset)
+            if is_disk_full(exc):
+                raise disk_full_error(f"writing the commit log failed: {exc.strerror}") from exc
+            raise
 
     def register(self, placement: Placement, length: int, batch: StoredBatch, *, synced: bool) -> None:
         """Make a written record visible to reads (event loop); `synced`: `sync` covered it already."""
@@ -363,17 +378,22 @@ class CommitLog:
 
     # -- retention -----------------------------------------------------------------------------
 
-    def detach_expired(self, reserved_s: float, now: float | None = None) -> list[Segment]:
-        """Forget closed segments untouched for `reserved_s` seconds, oldest first. The caller
-        deletes their files (`Segment.delete`) once no read can use them."""
+    def detach_expired(self, reserved_s: float, now: float | None = None, *, free_bytes: int = 0) -> list[Segment]:
+        """Forget closed segments untouched for `reserved_s` seconds, oldest first, and more of the
+        oldest until `free_bytes` are freed (a disk past diskMaxUsedSpaceRatio). The caller deletes
+        their files (`Segment.delete`) once no read can use them."""
         now = time.time() if now is None else now
         expired: list[Segment] = []
         while len(self.segments) > 1:
             oldest = self.segments[0]
             age = now - os.fstat(oldest.fd).st_mtime
-            if age < reserved_s:
+            if age >= reserved_s:
+                log.info("commit log segment %s expired after %.0f s; deleting", oldest.path.name, age)
+            elif free_bytes > 0:
+                log.warning("commit log segment %s deleted before its time: the disk is nearly full", oldest.path.name)
+            else:
                 break
-            log.info("commit log segment %s expired after %.0f s; deleting", oldest.path.name, age)
+            free_bytes -= oldest.size
             expired.append(oldest)
             self.segments.pop(0)
             self._starts.pop(0)

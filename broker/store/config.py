@@ -54,6 +54,10 @@ class StoreConfig:
     # seconds is not stored again (0 turns it off); at least this many newest keys are remembered
     duplicate_window_seconds: int = 600
     duplicate_window_max_keys: int = 1_000_000
+    # percent of the store's file system in use past which retention deletes the oldest segments
+    # early, and past which sends are refused (SERVICE_NOT_AVAILABLE) until space is freed
+    disk_max_used_space_ratio: int = 75
+    disk_space_warning_level_ratio: int = 90
     # delays of the levels 1, 2, ... of delayed and retried messages (the DELAY property); units s, m, h, d
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
@@ -77,6 +81,9 @@ class StoreConfig:
             "send_queue_max_bytes",
             "duplicate_window_max_keys",
         )
+        for name in ("disk_max_used_space_ratio", "disk_space_warning_level_ratio"):
+            if not 0 < getattr(self, name) <= 100:
+                raise ValueError(f"{name} is a percentage of the disk, 1..100, got {getattr(self, name)}")
         if self.duplicate_window_seconds < 0:
             raise ValueError(f"duplicateWindowSeconds must be 0 (off) or positive, got {self.duplicate_window_seconds}")
         self.delete_hours()  # validates

@@ -26,6 +26,7 @@ from broker.store.commitlog import CommitLog
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.consume_queue import ConsumeQueue, read_blocks
 from broker.store.dedup import DuplicateWindow
+from broker.store.disk_space import DISK_CHECK_INTERVAL_S, DiskSpace
 from broker.store.dispatch import ArrivalListener, Dispatcher
 from broker.store.index import key_hash
 from broker.store.recovery_check import logics_agree_with_log
@@ -38,6 +39,8 @@ from rocketspark.service import PeriodicService
 log = logging.getLogger(__name__)
 
 _MIN_SCAN_ENTRIES = 16_000
+#: queue entries summed per read by body_bytes (1.5 MiB of entries)
+BODY_BYTES_STEP = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +61,12 @@ class MessageStore:
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-io")
         self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="store-read")
         self._reads = InFlightReads(self._reader)
+        self.disk = DiskSpace(config)
         self.retention = Retention(
-            config, self.commit_log, self.queues, self.index, self._reads, self._io, self.logics.build_index
+            config, self.commit_log, self.queues, self.index, self._reads, self._io, self.logics.build_index, self.disk
         )
         self._dispatched = 0  # commit log offset up to which consume queues and index are built
         self._commit_log_flushed = 0
-        self._window_saved_through = -1  # the commit log end of the last duplicate window snapshot
         self.duplicates = DuplicateWindow(config.duplicate_window_seconds, config.duplicate_window_max_keys)
         self.appender = CommitLogAppender(
             self.commit_log,
@@ -81,6 +84,7 @@ class MessageStore:
             PeriodicService(
                 "store-clean-expired", config.clean_resource_interval / 1000, self.retention.delete_expired
             ),
+            PeriodicService("store-check-disk", DISK_CHECK_INTERVAL_S, self.retention.check_disk),
         ]
         if self.duplicates.enabled:
             self._services.append(
@@ -111,6 +115,7 @@ class MessageStore:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._io, self._recover)
+        await self.disk.check()
         self.appender.start()
         for service in self._services:
             service.start()
@@ -183,7 +188,9 @@ class MessageStore:
 
         Queued before this returns, or refused at once (SYSTEM_BUSY): a caller that only awaits the
         future later holds no unqueued message meanwhile."""
+        self.disk.check_writable()
         future: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(self.disk.put_done)
         self.appender.submit(AppendRequest(topic, queue_id, future, messages=messages, wait_flush=wait_flush))
         return future
 
@@ -202,7 +209,9 @@ class MessageStore:
 
         `properties`: the batch's encoded properties, when the caller built them while checking it.
         """
+        self.disk.check_writable()
         future: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(self.disk.put_done)
         self.appender.submit(
             AppendRequest(
                 topic,
@@ -277,11 +286,7 @@ class MessageStore:
 
     async def save_duplicate_window(self) -> None:
         """Snapshot the duplicate window (when it changed), so a restart need not rebuild it from the log."""
-        snapshot = self.duplicates.snapshot(self.commit_log.max_offset)
-        if not self.duplicates.enabled or snapshot.through == self._window_saved_through:
-            return
-        await asyncio.to_thread(snapshot.save, self.config.duplicate_window_path)
-        self._window_saved_through = snapshot.through
+        await self.duplicates.save(self.commit_log.max_offset, self.config.duplicate_window_path)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -326,6 +331,25 @@ class MessageStore:
         stamps = (await self._entries(queue, begin, limit))["store_ts"]
         later = np.flatnonzero(stamps > timestamp_ms)
         return begin, int(later[0]) if len(later) else len(stamps)
+
+    async def body_bytes(self, topic: str, queue_id: int, offset: int, end: int, max_bytes: int) -> tuple[int, int]:
+        """From `offset` (or the queue's first offset, when later) towards `end` (at most the max
+        offset): the first offset past the messages whose body sizes add up to at most `max_bytes`,
+        and their sum. Reads the queue's entries only (BODY_BYTES_STEP at a time), never a body."""
+        queue = self.queues.get((topic, queue_id))
+        if queue is None:
+            return offset, 0
+        position, end, total = max(offset, queue.min_offset), min(end, queue.max_offset), 0
+        while position < end:
+            sizes = (await self._entries(queue, position, min(end - position, BODY_BYTES_STEP)))["size"]
+            if not len(sizes):
+                break
+            sums = np.cumsum(sizes, dtype=np.int64) + total
+            fit = int(np.searchsorted(sums, max_bytes, side="right"))
+            if fit < len(sizes):
+                return position + fit, int(sums[fit - 1]) if fit else total
+            position, total = position + len(sizes), int(sums[-1])
+        return position, total
 
     async def queue_stats(self, topic: str, queue_id: int) -> QueueStats:
         queue = self.queues.get((topic, queue_id))

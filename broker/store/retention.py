@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from broker.store.commitlog import CommitLog
 from broker.store.config import StoreConfig
 from broker.store.consume_queue import ConsumeQueue
+from broker.store.disk_space import DiskSpace
 from broker.store.index import IndexService
 
 T = TypeVar("T")
@@ -52,6 +53,7 @@ class Retention:
         reads: InFlightReads,
         io_executor: Executor,
         build_index: Callable[[], None],
+        disk: DiskSpace,
     ) -> None:
         self._config = config
         self._commit_log = commit_log
@@ -60,14 +62,23 @@ class Retention:
         self._reads = reads
         self._io = io_executor
         self._build_index = build_index
+        self._disk = disk
+
+    async def check_disk(self) -> None:
+        """Measure the store's disk (every few seconds); past diskMaxUsedSpaceRatio, delete now."""
+        await self._disk.check()
+        if self._disk.bytes_over_max_used():
+            await self.delete_expired()
 
     async def delete_expired(self) -> None:
-        """Delete segments untouched for `fileReservedTime` hours, at the hours of `deleteWhen`."""
+        """Delete segments untouched for `fileReservedTime` hours, at the hours of `deleteWhen`; and
+        at once the oldest ones, however young, while the disk is past diskMaxUsedSpaceRatio."""
+        over = self._disk.bytes_over_max_used()
         hours = self._config.delete_hours()
-        if hours is not None and time.localtime().tm_hour not in hours:
+        if not over and hours is not None and time.localtime().tm_hour not in hours:
             return
         self._build_index()  # index entries of dispatched batches belong to their segment's file
-        expired = self._commit_log.detach_expired(self._config.file_reserved_time * 3600)
+        expired = self._commit_log.detach_expired(self._config.file_reserved_time * 3600, free_bytes=over)
         if not expired:
             return
         min_offset = self._commit_log.min_offset
