@@ -33,6 +33,7 @@ from rocketspark.remoting.headers.offset import (
     UpdateConsumerOffsetRequestHeader,
 )
 from rocketspark.remoting.headers.pull import PullMessageRequestHeader
+from rocketspark.remoting.headers.queue_bytes import QueueBodyBytesRequestHeader
 from rocketspark.remoting.headers.send import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
@@ -120,7 +121,11 @@ def _lock(request: RemotingCommand) -> Needs:
     return Needs((on_group(LockBatchRequestBody.from_json(request.body).consumer_group),))
 
 
-def _topic_read(header_type: type[QueueRequestHeader | SearchOffsetRequestHeader | TopicRequestHeader]) -> Rule:
+def _topic_read(
+    header_type: type[
+        QueueRequestHeader | SearchOffsetRequestHeader | TopicRequestHeader | QueueBodyBytesRequestHeader
+    ],
+) -> Rule:
     return lambda request: Needs((on_topic(request.decode_header(header_type).topic, Perm.SUB),))
 
 
@@ -153,6 +158,7 @@ RULES: dict[int, Rule] = {
     RequestCode.GET_MIN_OFFSET: _topic_read(QueueRequestHeader),
     RequestCode.GET_EARLIEST_MSG_STORETIME: _topic_read(QueueRequestHeader),
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: _topic_read(SearchOffsetRequestHeader),
+    ExtensionCode.QUEUE_BODY_BYTES: _topic_read(QueueBodyBytesRequestHeader),
     RequestCode.GET_TOPIC_STATS_INFO: _topic_read(TopicRequestHeader),
     RequestCode.QUERY_MESSAGE: _query_message,
     RequestCode.GET_CONSUME_STATS: _consume_stats,

@@ -1,5 +1,6 @@
 """Queue offsets and consumption progress: SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30),
-GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32), GET_CONSUME_STATS (208)."""
+GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32), GET_CONSUME_STATS (208), and the extension
+QUEUE_BODY_BYTES (31003, off with arrowEnable=false like the other extensions)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from rocketspark.remoting.body.stats import ConsumeStats, OffsetWrapper
 from rocketspark.remoting.codes import RequestCode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
+from rocketspark.remoting.extension import ExtensionCode
 from rocketspark.remoting.headers.admin import GetConsumeStatsRequestHeader
 from rocketspark.remoting.headers.offset import (
     OffsetResponseHeader,
@@ -18,6 +20,7 @@ from rocketspark.remoting.headers.offset import (
     SearchOffsetRequestHeader,
     TimestampResponseHeader,
 )
+from rocketspark.remoting.headers.queue_bytes import QueueBodyBytesRequestHeader, QueueBodyBytesResponseHeader
 from rocketspark.remoting.processor import ProcessorTable
 
 
@@ -35,11 +38,20 @@ class OffsetAdminProcessor:
         table.register(RequestCode.GET_MIN_OFFSET, self.min_offset)
         table.register(RequestCode.GET_EARLIEST_MSG_STORETIME, self.earliest_store_time)
         table.register(RequestCode.GET_CONSUME_STATS, self.consume_stats)
+        if self.broker.config.arrow_enable:
+            table.register(ExtensionCode.QUEUE_BODY_BYTES, self.body_bytes)
 
     async def search_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(SearchOffsetRequestHeader)
         offset = await self.broker.store.offset_for_timestamp(header.topic, header.queue_id, header.timestamp)
         return request.response(header=OffsetResponseHeader(offset))
+
+    async def body_bytes(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = request.decode_header(QueueBodyBytesRequestHeader)
+        end, taken = await self.broker.store.body_bytes(
+            header.topic, header.queue_id, header.offset, header.end_offset, header.max_bytes
+        )
+        return request.response(header=QueueBodyBytesResponseHeader(end, taken))
 
     def max_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(QueueRequestHeader)

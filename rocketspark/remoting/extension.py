@@ -12,3 +12,4 @@ from enum import IntEnum
 class ExtensionCode(IntEnum):
     ARROW_SEND_MESSAGE = 31001  # body: Arrow IPC stream of PRODUCER_SCHEMA batches
     ARROW_PULL_MESSAGE = 31002  # same headers as PULL_MESSAGE; body: Arrow IPC stream of STORED_SCHEMA
+    QUEUE_BODY_BYTES = 31003  # headers only: the body bytes stored over a queue's offsets

@@ -13,18 +13,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TypeVar
 
 from rocketspark.client.api import offset as offset_api
+from rocketspark.client.api.common import call
 from rocketspark.client.routes import subscribe_queues
-from rocketspark.errors import ResponseError, RocketMQError, TopicNotExistError
+from rocketspark.errors import (
+    ConfigError,
+    RequestCodeNotSupportedError,
+    ResponseError,
+    RocketMQError,
+    TopicNotExistError,
+)
 from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import is_system_topic
 from rocketspark.remoting.body.route import ClusterInfo
 from rocketspark.remoting.body.topic import TopicList
 from rocketspark.remoting.codes import RequestCode, ResponseCode, code_name
 from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.extension import ExtensionCode
+from rocketspark.remoting.headers.queue_bytes import QueueBodyBytesRequestHeader, QueueBodyBytesResponseHeader
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
 
@@ -178,6 +187,27 @@ class QueueView:
         return self._gather(
             queues, lambda a, q: offset_api.search_offset(remoting, a, q.topic, q.queue_id, timestamp_ms)
         )
+
+    def body_bytes(self, ranges: Mapping[MessageQueue, tuple[int, int, int]]) -> dict[MessageQueue, int]:
+        """For each queue's (start, end, max_bytes): the first offset past the messages from start
+        whose stored body sizes add up to at most max_bytes (at most end), asked with the bundled
+        broker's QUEUE_BODY_BYTES extension, which sums the sizes its queue entries carry. A broker
+        without it (Apache RocketMQ, or arrowEnable=false) cannot say: ConfigError naming it."""
+        remoting = self.client.remoting
+
+        async def ask(address: str, queue: MessageQueue) -> int:
+            start, end, budget = ranges[queue]
+            header = QueueBodyBytesRequestHeader(queue.topic, queue.queue_id, start, end, budget)
+            response = await call(remoting, address, RemotingCommand.request(ExtensionCode.QUEUE_BODY_BYTES, header))
+            return response.decode_header(QueueBodyBytesResponseHeader).end_offset
+
+        try:
+            return self._gather(ranges, ask)
+        except RequestCodeNotSupportedError as exc:
+            raise ConfigError(
+                "option maxBytesPerTrigger needs brokers that sum stored body sizes (QUEUE_BODY_BYTES, 31003: "
+                f"rocketspark's broker with arrowEnable=true); Apache RocketMQ brokers do not: {exc}"
+            ) from None
 
     def group_offsets(self, group: str, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int | None]:
         """The group's committed offsets; None where it has none (asked with setZeroIfNotFound=false)."""

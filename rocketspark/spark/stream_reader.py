@@ -43,7 +43,7 @@ from rocketspark.spark.planning import BatchRules, Observed, observe, plan_batch
 from rocketspark.spark.positions import resolve
 from rocketspark.spark.queue_view import QueueView
 from rocketspark.spark.reading import read_partition
-from rocketspark.spark.trigger_limits import TriggerClock
+from rocketspark.spark.trigger_limits import TriggerClock, limit_bytes
 
 log = logging.getLogger(__name__)
 
@@ -167,9 +167,13 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self._target is not None:
                 self._target.update({q: observed.latest[q] for q in plan.restarted})
             self._mirror(view, plan.restarted)
-        if self._target is None and not isinstance(limit, ReadAllAvailable):
-            return self._hold_for_min(observed, plan.ends)
-        return plan.ends
+        ends = plan.ends
+        if not isinstance(limit, ReadAllAvailable):
+            if self._target is None:
+                ends = self._hold_for_min(observed, ends)
+            if self.options.trigger.max_bytes is not None:
+                ends = limit_bytes(observed.begin, ends, self.options.trigger.max_bytes, view.body_bytes)
+        return ends
 
     def _hold_for_min(self, observed: Observed, ends: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
         """minMessagesPerTrigger with maxTriggerDelay: the queues read on keep their offsets while

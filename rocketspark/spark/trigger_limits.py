@@ -10,7 +10,10 @@ limits (`maxMessagesPerTrigger`, `maxBytesPerTrigger`) cap the batch that runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+from rocketspark.message.queue import MessageQueue
 
 #: Kafka's default maxTriggerDelay
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
@@ -51,6 +54,31 @@ class TriggerClock:
         """A batch with new messages runs now. (A trigger that finds nothing new runs none and
         leaves the clock, so a message arriving after the delay passed is taken at once.)"""
         self.last_batch_ms = now_ms
+
+
+#: what `limit_bytes` asks the brokers: for each queue's (start, end, bytes), the first offset past
+#: the messages from start whose stored body sizes add up to at most bytes (`QueueView.body_bytes`)
+FitBytes = Callable[[Mapping[MessageQueue, tuple[int, int, int]]], dict[MessageQueue, int]]
+
+
+def limit_bytes(
+    begin: Mapping[MessageQueue, int], ends: dict[MessageQueue, int], max_bytes: int, fit: FitBytes
+) -> dict[MessageQueue, int]:
+    """maxBytesPerTrigger: `ends` cut so that the batch's stored bodies add up to at most
+    `max_bytes`, shared over the queues that advance in proportion to the messages each would
+    read, whole messages only. When no queue's share holds even one message, the queue with the
+    most to read takes one (a batch always moves on, as Spark's file source takes one file larger
+    than its maxBytesPerTrigger). A queue whose broker did not answer stays where it is."""
+    backlog = {q: ends[q] - begin[q] for q in begin if ends.get(q, begin[q]) > begin[q]}
+    total = sum(backlog.values())
+    if not total:
+        return ends
+    reached = fit({q: (begin[q], ends[q], max_bytes * n // total) for q, n in backlog.items()})
+    limited = {**ends, **{q: min(ends[q], max(begin[q], reached.get(q, begin[q]))) for q in backlog}}
+    if all(limited[q] == begin[q] for q in backlog):
+        largest = min(backlog, key=lambda q: (-backlog[q], q))
+        limited[largest] = begin[largest] + 1
+    return limited
 
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}

@@ -10,8 +10,11 @@ import pytest
 from pyspark.sql import DataFrame
 
 from rocketspark import Message, Producer
-from tests.spark.cluster import SparkCluster
-from tests.spark.queries import stream, wait_for
+from rocketspark.errors import ConfigError
+from rocketspark.spark.options import parse
+from rocketspark.spark.queue_view import QueueView
+from tests.spark.cluster import SparkCluster, two_brokers_on
+from tests.spark.queries import run_available_now, stream, wait_for
 
 
 def send(cluster: SparkCluster, topic: str, count: int, *, size: int = 10) -> None:
@@ -75,3 +78,32 @@ def test_min_messages_per_trigger_waits_then_runs_at_the_max_trigger_delay(spark
     finally:
         query.stop()
         spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+
+
+def test_brokers_sum_stored_body_sizes_and_brokers_without_the_extension_are_named(two_brokers, servers) -> None:
+    two_brokers.create_topic("Sized", queues=1)
+    send(two_brokers, "Sized", 40, size=100)  # 20 messages of 100 bytes in each queue
+    view = QueueView(parse({"nameserver": two_brokers.namesrv_addr, "topic": "Sized"}, streaming=False))
+    queue = view.queues(must_exist=True)[0]
+    assert view.body_bytes({queue: (0, 20, 1050)}) == {queue: 10}
+    assert view.body_bytes({queue: (5, 20, 10_000)}) == {queue: 20}
+    assert view.body_bytes({queue: (0, 8, 10_000)}) == {queue: 8}  # never past the end asked
+    assert view.body_bytes({queue: (3, 20, 99)}) == {queue: 3}  # not even one message fits
+
+    standard = two_brokers_on(servers, "--set", "arrowEnable=false")
+    standard.create_topic("Sized", queues=1)
+    view = QueueView(parse({"nameserver": standard.namesrv_addr, "topic": "Sized"}, streaming=False))
+    with pytest.raises(ConfigError, match="maxBytesPerTrigger needs brokers that sum stored body sizes"):
+        view.body_bytes({q: (0, 1, 100) for q in view.queues(must_exist=True)})
+
+
+def test_max_bytes_per_trigger_caps_every_batch_of_an_available_now_run(spark, two_brokers, checkpoint) -> None:
+    two_brokers.create_topic("ByteLimited", queues=1)
+    send(two_brokers, "ByteLimited", 60, size=100)
+    frame = stream(
+        spark, two_brokers, "ByteLimited", "byte_limited_group", startingOffsets="earliest", maxBytesPerTrigger="1000"
+    )
+    query = run_available_now(frame, "memory", checkpoint, name="byte_limited")
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert max(sizes) <= 10 and sum(sizes) == 60 and len(sizes) >= 6  # 1000 bytes: 10 bodies of 100
+    assert spark.table("byte_limited").select("msgId").distinct().count() == 60

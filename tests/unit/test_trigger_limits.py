@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 from rocketspark.errors import ConfigError
+from rocketspark.message.queue import MessageQueue
 from rocketspark.spark.options import parse
-from rocketspark.spark.trigger_limits import TriggerClock, TriggerLimits, parse_duration_ms
+from rocketspark.spark.trigger_limits import FitBytes, TriggerClock, TriggerLimits, limit_bytes, parse_duration_ms
 
 STREAM = {"nameserver": "h:1", "topic": "T", "consumerGroup": "g"}
 
@@ -62,3 +65,48 @@ def test_wrong_trigger_options_are_named(given: dict[str, str], message: str) ->
 def test_trigger_options_of_streams_only() -> None:
     with pytest.raises(ConfigError, match="minMessagesPerTrigger applies to streaming reads"):
         parse({"nameserver": "h:1", "topic": "T", "minMessagesPerTrigger": "5"}, streaming=False)
+
+
+Q0, Q1, Q2 = (MessageQueue("T", "broker-a", i) for i in range(3))
+
+
+def fit_sizes(sizes: dict[MessageQueue, list[int]], asked: list[dict[MessageQueue, tuple[int, int, int]]]) -> FitBytes:
+    """What a broker answers for queues whose message at offset i has body size sizes[q][i]."""
+
+    def fit(ranges: Mapping[MessageQueue, tuple[int, int, int]]) -> dict[MessageQueue, int]:
+        asked.append(dict(ranges))
+        reached = {}
+        for queue, (start, end, budget) in ranges.items():
+            offset, used = start, 0
+            while offset < end and used + sizes[queue][offset] <= budget:
+                used += sizes[queue][offset]
+                offset += 1
+            reached[queue] = offset
+        return reached
+
+    return fit
+
+
+def test_max_bytes_shares_the_budget_by_messages_to_read_whole_messages_only() -> None:
+    asked: list[dict[MessageQueue, tuple[int, int, int]]] = []
+    sizes = {Q0: [100] * 50, Q1: [10] * 50, Q2: [1] * 50}
+    begin = {Q0: 0, Q1: 0, Q2: 50}
+    ends = limit_bytes(begin, {Q0: 30, Q1: 10, Q2: 50}, 1000, fit_sizes(sizes, asked))
+    assert asked == [{Q0: (0, 30, 750), Q1: (0, 10, 250)}]  # Q2 has nothing to read
+    assert ends == {Q0: 7, Q1: 10, Q2: 50}  # 700 + 100 bytes
+    asked.clear()
+    assert limit_bytes(begin, {Q0: 0, Q1: 0, Q2: 50}, 1000, fit_sizes(sizes, asked)) == {Q0: 0, Q1: 0, Q2: 50}
+    assert asked == []  # nothing to read: nothing asked
+
+
+def test_max_bytes_below_one_message_still_moves_the_largest_backlog_by_one() -> None:
+    sizes = {Q0: [500] * 10, Q1: [500] * 10}
+    ends = limit_bytes({Q0: 2, Q1: 0}, {Q0: 10, Q1: 5}, 100, fit_sizes(sizes, []))
+    assert ends == {Q0: 3, Q1: 0}
+
+
+def test_max_bytes_keeps_a_queue_whose_broker_did_not_answer() -> None:
+    def fit(ranges: Mapping[MessageQueue, tuple[int, int, int]]) -> dict[MessageQueue, int]:
+        return {Q0: ranges[Q0][0] + 4}  # Q1's broker is silent
+
+    assert limit_bytes({Q0: 0, Q1: 0}, {Q0: 10, Q1: 10}, 100, fit) == {Q0: 4, Q1: 0}
