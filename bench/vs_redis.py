@@ -7,7 +7,10 @@ What a RocketMQ application does, measured beside what the same pattern costs wi
 2. pull 32 over that data: PULL_MESSAGE (32 records, decoded) against XREAD COUNT 32;
 3. single sends: SEND_MESSAGE_V2 against XADD;
 4. pull 32 over the single-sent data;
-5. (no Redis side) pull latency of 32 and of 1,024 messages over single-sent data.
+5. (no Redis side) pull latency of 32 and of 1,024 messages over single-sent data;
+6. the floor of a request: an empty request on the same connection, answered at once (a request
+   code no processor serves: the broker's connection answers REQUEST_CODE_NOT_SUPPORTED without
+   a task), against Redis's PING. No send or pull can be faster than this one request path.
 
 The thin RocketMQ client is the project's remoting client and wire codecs, without producer or
 consumer logic; every message carries a UNIQ_KEY as real clients send it, and the broker runs with
@@ -37,7 +40,8 @@ from rocketspark.message.record_decoding import decode_records
 from rocketspark.processes import wait_registered
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode
+from rocketspark.remoting.codes import RequestCode, ResponseCode
+from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.headers.pull import PullMessageRequestHeader
 from rocketspark.remoting.headers.send import SendMessageRequestHeader
 
@@ -47,6 +51,8 @@ BROKER_NAME = "broker-a"  # the bundled broker's default name
 BATCH = 16
 PULL = 32
 LATENCY_PULLS = 200
+#: a request code no processor of the broker serves: answered on the spot, with no work behind it
+EMPTY_REQUEST_CODE = 9_999
 
 
 class Measured:
@@ -133,6 +139,12 @@ class ThinRocketMQ:
         result = await pull.pull_message(self.client, self.address, header)
         return len(decode_records(result.body)), result.next_begin_offset
 
+    async def empty_request(self) -> int:
+        response = await self.client.invoke(self.address, RemotingCommand.request(EMPTY_REQUEST_CODE))
+        if response.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            raise RuntimeError(f"the empty request was answered {response.code}, not REQUEST_CODE_NOT_SUPPORTED")
+        return 1
+
     async def use_topic(self, topic: str, target: Cluster) -> None:
         await admin.create_topic(self.client, self.address, TopicConfig(topic, 1, 1))
         await asyncio.to_thread(wait_registered, target.namesrv_addr, self.address, (topic,))
@@ -185,6 +197,10 @@ class RedisStreams:
     def use_stream(self, stream: str) -> None:
         self.stream = stream
 
+    async def empty_request(self) -> int:
+        self.client.ping()
+        return 1
+
     async def send_one(self) -> int:
         self.client.xadd(self.stream, {"body": BODY})
         return 1
@@ -221,6 +237,13 @@ async def main(seconds: float, limit: int) -> None:
         ours = ThinRocketMQ(target)
         theirs = RedisStreams(redis_client) if redis_client is not None else None
         try:
+            await ours.empty_request()  # the connection, opened before the measurement
+            floor = await timed(seconds, limit, ours.empty_request)
+            other_floor = await timed(seconds, limit, theirs.empty_request) if theirs is not None else None
+            rows.append(_row("empty request (floor) / PING", floor, other_floor))
+            progress(
+                f"empty request: {floor.rate:,.0f}/s" + (f" vs PING {other_floor.rate:,.0f}" if other_floor else "")
+            )
             for name, kind in (("batches of 16", "batch"), ("single sends", "single")):
                 topic = f"BenchVsRedis_{kind}"
                 await ours.use_topic(topic, target)
