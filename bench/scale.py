@@ -1,27 +1,45 @@
 """`scale`: the broker's memory, key lookups, restart and consume rates as the store grows.
 
-Two stores are measured in turn, one of a tenth of the messages and one of all of them (10M by
-default), 128-byte bodies over 8 queues, each message with its own key, stored with Arrow sends
-(not measured). For each: the broker's resident memory after the writes and after reading every
-message back, QUERY_MESSAGE by key (random keys, each must be found), a clean restart and a
-restart after SIGKILL (process start until it serves again), and the consume rates of the
-`consume` scenario: standard records over the oldest messages, Arrow over all of them.
+Stores of a tenth of the messages and of all of them (10M by default) are measured, each in two
+shapes: "arrow", stored with Arrow sends (a few thousand commit log records), and "single", one
+commit log record per message, as a producer sending one message at a time leaves them (written
+with the store's own code, bench/single_records.py). Messages have 128-byte bodies over 8 queues,
+each its own key and UNIQ_KEY (so the duplicate window, on by default, holds the newest million).
+For each store: the broker's resident memory after the writes (for "single": once a broker
+recovered the store) and after reading every message back, QUERY_MESSAGE by key (random keys,
+each must be found), a clean restart (SIGTERM, start, first acknowledged send) and one after
+SIGKILL, and the consume rates of the `consume` scenario: standard records over the oldest
+messages, Arrow over all of them. An empty broker's clean restart is measured first, for scale.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from bench.cluster import Cluster, cluster
-from bench.consume import TOPIC, key_of, max_offsets, preload, read_all
+from bench.consume import BODY, CHUNK, TOPIC, key_of, max_offsets, read_all
+from bench.ingest import prepare_topic
 from bench.report import percentiles_ms, progress, record
+from bench.single_records import uniq_key_of, write_single_records
+from rocketspark import AsyncProducer
 from rocketspark.client.api import admin
+from rocketspark.client.api.send import send_message
+from rocketspark.message.properties import encode_properties
 from rocketspark.message.record_decoding import decode_records
-from rocketspark.processes import wait_registered
+from rocketspark.processes import broker_process, namesrv_process, wait_registered
 from rocketspark.remoting.client import RemotingClient
+from rocketspark.remoting.headers.send import SendMessageRequestHeader
 
 LOOKUPS = 200
 STANDARD_SAMPLE = 1_000_000
@@ -51,15 +69,82 @@ async def lookups(target: Cluster, stored: int) -> list[float]:
 
 async def restart_seconds(target: Cluster, *, crash: bool) -> float:
     """Stop the broker (SIGTERM, or SIGKILL for `crash`), start it on the same data, and time
-    from the new process's start until it serves and is registered again."""
+    from the new process's start until a send to it is acknowledged (and it is registered)."""
     if crash:
         target.broker.kill()
     else:
         target.broker.stop()
     started = time.perf_counter()
     await asyncio.to_thread(target.broker.start, 600.0)
+    remoting = RemotingClient()
+    try:
+        header = SendMessageRequestHeader(
+            producer_group="bench_restart",
+            topic=TOPIC,
+            default_topic="TBW102",
+            default_topic_queue_nums=4,
+            queue_id=0,
+            sys_flag=0,
+            born_timestamp=int(time.time() * 1000),
+            flag=0,
+            properties=encode_properties({"UNIQ_KEY": f"restart-{time.time_ns()}", "WAIT": "true"}),
+        )
+        await send_message(remoting, target.broker.address, "broker-a", header, BODY, msg_id="")
+    finally:
+        await remoting.close()
+    acknowledged = time.perf_counter() - started
     await asyncio.to_thread(wait_registered, target.namesrv_addr, target.broker.address, (TOPIC,), 60.0)
-    return time.perf_counter() - started
+    return acknowledged
+
+
+async def preload_arrow(target: Cluster, count: int) -> None:
+    """Store `count` messages with Arrow sends; message n has the key `key_of(n)` and the UNIQ_KEY
+    `uniq_key_of(n)`, as in the single-record store."""
+    await prepare_topic(target, TOPIC)
+    async with AsyncProducer("bench_preload", namesrv_addr=target.namesrv_addr, send_timeout_ms=30_000) as producer:
+        for sent in range(0, count, CHUNK):
+            rows = min(CHUNK, count - sent)
+            numbers = np.arange(sent, sent + rows)
+            chunk = pa.table(
+                {
+                    "body": pa.array([BODY] * rows, pa.binary()),
+                    "keys": pc.binary_join_element_wise("k", pc.cast(pa.array(numbers), pa.string()), ""),
+                    "uniq_key": pa.array([uniq_key_of(int(n)) for n in numbers], pa.string()),
+                }
+            )
+            await producer.send_arrow(chunk, TOPIC)
+            if (sent + rows) % 500_000 == 0:
+                progress(f"stored {sent + rows:,} messages")
+
+
+@contextlib.asynccontextmanager
+async def loaded_cluster(shape: str, count: int) -> AsyncIterator[Cluster]:
+    """A name server and a broker holding `count` messages in `shape` ("arrow" or "single")."""
+    if shape == "arrow":
+        with cluster() as target:
+            progress(f"storing {count:,} messages with keys in Arrow batches")
+            await preload_arrow(target, count)
+            yield target
+        return
+    with tempfile.TemporaryDirectory(prefix="rocketspark-bench-") as tmp:
+        root = Path(tmp)
+        progress(f"writing {count:,} messages with keys as single-message records")
+        await write_single_records(root / "broker", count)
+        quiet = ["--log-level", "WARNING"]
+        with (
+            namesrv_process(root / "namesrv", *quiet) as namesrv,
+            broker_process(root / "broker", namesrv.address, *quiet) as broker,
+        ):
+            target = Cluster(namesrv, broker, root)
+            await prepare_topic(target, TOPIC)
+            yield target
+
+
+async def empty_restart_seconds() -> float:
+    """A clean restart of a broker holding nothing but the topic."""
+    with cluster() as target:
+        await prepare_topic(target, TOPIC)
+        return await restart_seconds(target, crash=False)
 
 
 #: the pause before a resident size is read: what the broker holds, once its periodic work (flushes,
@@ -67,10 +152,8 @@ async def restart_seconds(target: Cluster, *, crash: bool) -> float:
 SETTLE_S = 2.0
 
 
-async def measure(count: int, seconds: float) -> list[object]:
-    with cluster() as target:
-        progress(f"storing {count:,} messages with keys")
-        await preload(target, count, keys=True)
+async def measure(shape: str, count: int, seconds: float) -> list[Any]:
+    async with loaded_cluster(shape, count) as target:
         stored = sum((await max_offsets(target)).values())
         await asyncio.sleep(SETTLE_S)
         after_writes, _ = resident_mib(target.broker.pid)
@@ -86,11 +169,13 @@ async def measure(count: int, seconds: float) -> list[object]:
         clean = await restart_seconds(target, crash=False)
         crashed = await restart_seconds(target, crash=True)
         progress(
-            f"{stored:,} messages: RSS {after_writes:.0f} / {after_read:.0f} MiB, lookup p50 {lookup_p50} ms, "
+            f"{stored:,} messages ({shape}): RSS {after_writes:.0f} / {after_read:.0f} MiB, "
+            f"lookup p50 {lookup_p50} ms, "
             f"restart {clean:.1f} s / {crashed:.1f} s after SIGKILL, standard {standard:,.0f} msg/s, "
             f"Arrow {arrow:,.0f} msg/s"
         )
         return [
+            shape,
             stored,
             round(after_writes),
             round(after_read),
@@ -105,23 +190,29 @@ async def measure(count: int, seconds: float) -> list[object]:
 
 
 async def main(seconds: float, limit: int) -> None:
-    small = await measure(limit // 10, seconds)
-    large = await measure(limit, seconds)
-    ratios = ["ratio", "", "", "", "", "", "", "", round(large[8] / small[8], 2), round(large[9] / small[9], 2)]
+    empty = await empty_restart_seconds()
+    progress(f"empty broker: restart {empty:.2f} s")
+    rows: list[list[object]] = [["empty", 0, "", "", "", "", "", round(empty, 2), "", "", ""]]
+    for shape in ("arrow", "single"):
+        small = await measure(shape, limit // 10, seconds)
+        large = await measure(shape, limit, seconds)
+        ratios = [f"{shape} ratio", "", "", "", "", "", "", "", "", round(large[9] / small[9], 2)]
+        rows += [small, large, [*ratios, round(large[10] / small[10], 2)]]
     record(
         "scale",
         [
+            "shape",
             "messages",
             "RSS after writes MiB",
             "RSS after full read MiB",
             "peak RSS MiB",
             "lookup p50 ms",
             "lookup p99 ms",
-            "restart s",
+            "restart to first send s",
             "restart after SIGKILL s",
             "standard msg/s",
             "Arrow msg/s",
         ],
-        [small, large, ratios],
+        rows,
         {"queues": 8, "body_bytes": 128, "lookups": LOOKUPS, "standard_sample": STANDARD_SAMPLE},
     )
