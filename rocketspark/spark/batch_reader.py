@@ -20,12 +20,13 @@ class RocketMQBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         """Resolved on the driver when Spark plans the read: from `startingOffsets` (or
-        `startingTimestamp`) to `endingOffsets` (or `endingTimestamp`). Every queue's broker must
-        answer (after retries): a bounded read never leaves a queue out."""
+        `startingTimestamp`, `startingOffsetsByTimestamp`) to `endingOffsets` (or `endingTimestamp`,
+        `endingOffsetsByTimestamp`). Every queue's broker must answer (after retries): a bounded
+        read never leaves a queue out."""
         view = QueueView(self.options)
         queues = view.queues(must_exist=True)
         group = self.options.consumer_group
-        start = resolve(view, queues, self.options.starting, group)
+        start = resolve(view, queues, self.options.starting, group, strict=True)
         end = resolve(view, queues, self.options.ending, group)
         view.require_reachable("plan the batch read")
         return plan_partitions(start, {q: max(end[q], start[q]) for q in queues}, self.options.partitions)

@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from rocketspark.errors import ConfigError, ValidationError
 from rocketspark.message.filter import parse_tag_expression
@@ -42,6 +43,9 @@ KNOWN_OPTIONS = frozenset(
         "consumergroup",
         "startingoffsets",
         "startingtimestamp",
+        "startingoffsetsbytimestamp",
+        "startingoffsetsbytimestampstrategy",
+        "endingoffsetsbytimestamp",
         "endingoffsets",
         "endingtimestamp",
         "maxmessagespertrigger",
@@ -69,13 +73,18 @@ class Position(enum.Enum):
     GROUP = "group"  # the consumer group's committed offsets on the brokers
     OFFSETS = "offsets"  # a JSON map of queue offsets
     TIMESTAMP = "timestamp"  # the first message stored at or after a time
+    TIMESTAMPS = "timestamps"  # the same per queue, from a JSON map of queue timestamps
 
 
 @dataclass(frozen=True, slots=True)
 class StartOrEnd:
     position: Position
+    #: OFFSETS: the queues' offsets; TIMESTAMPS: the queues' timestamps (ms)
     offsets: tuple[tuple[MessageQueue, int], ...] = ()
     timestamp_ms: int | None = None
+    #: a start by time fails when a queue holds messages but none stored at or after its time
+    #: (startingOffsetsByTimestampStrategy=error); else such a queue starts at its latest offset
+    fail_if_none_newer: bool = False
 
     def offset_map(self) -> dict[MessageQueue, int]:
         return dict(self.offsets)
@@ -106,35 +115,74 @@ class SourceOptions:
 
 
 def _position(
-    options: Mapping[str, str], offsets_name: str, timestamp_name: str, default: Position, *, allowed: set[Position]
+    options: Mapping[str, str],
+    offsets_name: str,
+    timestamp_name: str,
+    default: Position,
+    *,
+    allowed: set[Position],
+    by_timestamp_name: str,
 ) -> StartOrEnd:
     raw = options.get(offsets_name.lower())
     stamp = int_option(options, timestamp_name, minimum=0)
-    if raw is not None and stamp is not None:
-        raise ConfigError(f"give {offsets_name} or {timestamp_name}, not both")
+    by_time = options.get(by_timestamp_name.lower())
+    given = [
+        n for n, v in ((offsets_name, raw), (timestamp_name, stamp), (by_timestamp_name, by_time)) if v is not None
+    ]
+    if len(given) > 1:
+        raise ConfigError(f"give {' or '.join(given)}, {'not both' if len(given) == 2 else 'only one'}")
     if stamp is not None:
         return StartOrEnd(Position.TIMESTAMP, timestamp_ms=stamp)
+    if by_time is not None:
+        stamps = offset_dicts.from_dict(_json(by_timestamp_name, by_time), source=f"option {by_timestamp_name}")
+        if any(t < 0 for t in stamps.values()):
+            raise ConfigError(
+                f'option {by_timestamp_name} takes {{"topic":{{"brokerName":{{"queueId":timestampMs}}}}}}'
+            )
+        return StartOrEnd(Position.TIMESTAMPS, tuple(sorted(stamps.items())))
     if raw is None:
         return StartOrEnd(default)
     text = raw.strip()
     if text.startswith("{"):
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"option {offsets_name} is not valid JSON: {exc}") from None
-        offsets = offset_dicts.from_dict(parsed, source=f"option {offsets_name}")
+        offsets = offset_dicts.from_dict(_json(offsets_name, text), source=f"option {offsets_name}")
         return StartOrEnd(Position.OFFSETS, tuple(sorted(offsets.items())))
     try:
         position = Position(text.lower())
     except ValueError:
         position = None
-    if position is None or position not in allowed or position in (Position.OFFSETS, Position.TIMESTAMP):
-        words = " or ".join(sorted(p.value for p in allowed if p not in (Position.OFFSETS, Position.TIMESTAMP)))
+    by_name = (Position.EARLIEST, Position.LATEST, Position.GROUP)
+    if position is None or position not in allowed or position not in by_name:
+        words = " or ".join(sorted(p.value for p in allowed if p in by_name))
         raise ConfigError(
             f'option {offsets_name} must be {words}, or JSON {{"topic":{{"brokerName":{{"queueId":offset}}}}}}; '
             f"got {raw!r}"
         )
     return StartOrEnd(position)
+
+
+def _json(name: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"option {name} is not valid JSON: {exc}") from None
+
+
+def _with_strategy(lowered: Mapping[str, str], starting: StartOrEnd) -> StartOrEnd:
+    """startingOffsetsByTimestampStrategy: `error` (the default with startingOffsetsByTimestamp, as
+    Kafka's) or `latest` (the default with startingTimestamp, as this source always did)."""
+    raw = lowered.get("startingoffsetsbytimestampstrategy")
+    strategy = (raw or "").strip().lower() or ("error" if starting.position is Position.TIMESTAMPS else "latest")
+    if strategy not in ("error", "latest"):
+        raise ConfigError(f"option startingOffsetsByTimestampStrategy must be error or latest, got {raw!r}")
+    if starting.position not in (Position.TIMESTAMP, Position.TIMESTAMPS):
+        if raw is not None:
+            raise ConfigError(
+                "option startingOffsetsByTimestampStrategy applies with startingTimestamp or startingOffsetsByTimestamp"
+            )
+        return starting
+    return StartOrEnd(
+        starting.position, starting.offsets, starting.timestamp_ms, fail_if_none_newer=strategy == "error"
+    )
 
 
 def _topics(lowered: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
@@ -242,16 +290,29 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     group = _group(lowered, streaming)
 
     if streaming:
-        for batch_only in ("endingoffsets", "endingtimestamp"):
+        for batch_only in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
             if batch_only in lowered:
                 raise ConfigError(f"option {batch_only} applies to batch reads (spark.read) only")
     start_default = Position.GROUP if streaming else Position.EARLIEST
     start_allowed = {Position.EARLIEST, Position.LATEST, Position.GROUP, Position.OFFSETS, Position.TIMESTAMP}
     if not streaming and group is None:
         start_allowed.discard(Position.GROUP)
-    starting = _position(lowered, "startingOffsets", "startingTimestamp", start_default, allowed=start_allowed)
+    starting = _position(
+        lowered,
+        "startingOffsets",
+        "startingTimestamp",
+        start_default,
+        allowed=start_allowed,
+        by_timestamp_name="startingOffsetsByTimestamp",
+    )
+    starting = _with_strategy(lowered, starting)
     ending = _position(
-        lowered, "endingOffsets", "endingTimestamp", Position.LATEST, allowed={Position.LATEST, Position.OFFSETS}
+        lowered,
+        "endingOffsets",
+        "endingTimestamp",
+        Position.LATEST,
+        allowed={Position.LATEST, Position.OFFSETS},
+        by_timestamp_name="endingOffsetsByTimestamp",
     )
     if any(offset == offset_dicts.EARLIEST for _, offset in ending.offsets):
         raise ConfigError("option endingOffsets may not use -2 (earliest)")

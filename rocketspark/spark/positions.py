@@ -1,7 +1,8 @@
-"""Turning a starting or ending position (earliest, latest, group, offsets, timestamp) into offsets."""
+"""Turning a starting or ending position (earliest, latest, group, offsets, timestamps) into offsets."""
 
 from __future__ import annotations
 
+from rocketspark.errors import ConfigError
 from rocketspark.message.queue import MessageQueue
 from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.options import Position, StartOrEnd
@@ -15,6 +16,7 @@ def resolve(
     group: str | None,
     *,
     latest_as_of_ms: int | None = None,
+    strict: bool = False,
 ) -> dict[MessageQueue, int]:
     """Offsets of `queues` for `spec`. Queues a JSON map does not name, and queues the group has no
     offset for, start at their latest offset.
@@ -23,13 +25,21 @@ def resolve(
     at or after it. That is where a query that started then would have put a queue it could not see
     (a broker that was away), and the earliest offset of a queue created after it (scale-out).
 
+    A start by time with `spec.fail_if_none_newer` (startingOffsetsByTimestampStrategy=error) fails
+    when `strict` (the query's own start, not a queue placed later) and a queue holds messages but
+    none stored at or after its time; otherwise such a queue starts at its latest offset.
+
     Queues whose broker did not answer are left out (`view.unreachable` names them).
     """
     if spec.position is Position.EARLIEST:
         return view.min_offsets(queues)
-    if spec.position is Position.TIMESTAMP:
-        assert spec.timestamp_ms is not None
-        return view.offsets_for_timestamp(queues, spec.timestamp_ms)
+    stamps = _timestamps(spec, queues)
+    if stamps is not None:
+        found = view.offsets_for_timestamps(stamps)
+        if strict and spec.fail_if_none_newer:
+            _fail_if_none_newer(view, stamps, found)
+        unnamed = [q for q in queues if q not in stamps]  # by JSON: they start or end at latest
+        return {**found, **(_latest(view, unnamed, latest_as_of_ms) if unnamed else {})}
     latest = view.max_offsets(queues)
     fallback = latest if latest_as_of_ms is None else view.offsets_for_timestamp(queues, latest_as_of_ms)
     answered = [q for q in queues if q in latest and q in fallback]
@@ -51,3 +61,29 @@ def resolve(
         else:
             result[queue] = fallback[queue] if value == offset_dicts.LATEST else value
     return result
+
+
+def _timestamps(spec: StartOrEnd, queues: list[MessageQueue]) -> dict[MessageQueue, int] | None:
+    """The time each queue starts or ends at, for a position by time (None for the others)."""
+    if spec.position is Position.TIMESTAMP:
+        assert spec.timestamp_ms is not None
+        return dict.fromkeys(queues, spec.timestamp_ms)
+    if spec.position is Position.TIMESTAMPS:
+        listed = set(queues)
+        return {q: t for q, t in spec.offset_map().items() if q in listed}
+    return None
+
+
+def _latest(view: QueueView, queues: list[MessageQueue], as_of_ms: int | None) -> dict[MessageQueue, int]:
+    return view.max_offsets(queues) if as_of_ms is None else view.offsets_for_timestamp(queues, as_of_ms)
+
+
+def _fail_if_none_newer(view: QueueView, stamps: dict[MessageQueue, int], found: dict[MessageQueue, int]) -> None:
+    latest, earliest = view.max_offsets(found), view.min_offsets(found)
+    none_newer = sorted(q for q in found if q in latest and q in earliest and found[q] >= latest[q] > earliest[q])
+    if none_newer:
+        details = "; ".join(f"{q.describe()}: none at or after {stamps[q]}" for q in none_newer)
+        raise ConfigError(
+            f"no message is stored at or after the starting time in {details}; set "
+            "startingOffsetsByTimestampStrategy=latest to start such queues at their latest offset"
+        )

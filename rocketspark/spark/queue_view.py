@@ -183,9 +183,14 @@ class QueueView:
 
     def offsets_for_timestamp(self, queues: Iterable[MessageQueue], timestamp_ms: int) -> dict[MessageQueue, int]:
         """The first offset of each queue stored at or after `timestamp_ms`."""
+        return self.offsets_for_timestamps(dict.fromkeys(queues, timestamp_ms))
+
+    def offsets_for_timestamps(self, timestamps: Mapping[MessageQueue, int]) -> dict[MessageQueue, int]:
+        """The first offset of each queue stored at or after its own time (ms); the queue's max
+        offset where no message is that new."""
         remoting = self.client.remoting
         return self._gather(
-            queues, lambda a, q: offset_api.search_offset(remoting, a, q.topic, q.queue_id, timestamp_ms)
+            timestamps, lambda a, q: offset_api.search_offset(remoting, a, q.topic, q.queue_id, timestamps[q])
         )
 
     def body_bytes(self, ranges: Mapping[MessageQueue, tuple[int, int, int]]) -> dict[MessageQueue, int]:

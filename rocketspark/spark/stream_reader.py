@@ -90,7 +90,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._initial is None:
             self._started()
             view = QueueView(self.options)
-            start = resolve(view, self._queues(view, must_exist=True), self.options.starting, self._group())
+            queues = self._queues(view, must_exist=True)
+            start = resolve(view, queues, self.options.starting, self._group(), strict=True)
             if self.options.starting.position is Position.GROUP:
                 self._mirrored = dict(start)
             else:  # a new checkpoint moves the group to where the query starts, backwards too
