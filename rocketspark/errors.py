@@ -48,8 +48,9 @@ class ResponseError(RocketMQError):
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
-        if cls.response_code is not None:
-            ResponseError._by_code[int(cls.response_code)] = cls
+        code = cls.__dict__.get("response_code")  # a subclass that inherits its code does not take it over
+        if code is not None:
+            ResponseError._by_code[int(code)] = cls
 
     @staticmethod
     def for_code(code: int, remark: str | None, context: str) -> ResponseError:
@@ -59,6 +60,8 @@ class ResponseError(RocketMQError):
         acl_refusal = acl_exception_text(remark) if code == ResponseCode.SYSTEM_ERROR else None
         if acl_refusal is not None:  # Apache 4.x answers a refusal of its ACL check so
             cls, reason = AccessDeniedError, acl_refusal
+        elif code == ResponseCode.NO_PERMISSION and remark and remark.startswith(ACL_REFUSAL_PREFIX):
+            cls = AccessDeniedError  # the bundled broker's ACL; other 16s (a topic not writable) are not
         detail = f": {reason.strip()}" if reason and reason.strip() else ""
         message = f"{context} failed with {code_name(code, ResponseCode)}{detail}"
         return cls(message, code=code, remark=remark)
@@ -98,12 +101,16 @@ class NoPermissionError(ResponseError):
 
 
 class AccessDeniedError(NoPermissionError):
-    """A broker refused the request (NO_PERMISSION, or Apache 4.x's SYSTEM_ERROR carrying an
+    """A broker's access control refused the request (the bundled broker's NO_PERMISSION whose
+    remark starts with `ACL_REFUSAL_PREFIX`, or Apache 4.x's SYSTEM_ERROR carrying an
     `AclException`): no or wrong credentials, or an account without the permission. The message
     carries the broker's reason, which names the permission and the resource refused. Retrying with
-    the same credentials cannot help."""
+    the same credentials cannot help. Any other NO_PERMISSION (a topic or broker whose permission
+    was wiped) stays a NoPermissionError, which sends try again on another broker."""
 
-    response_code = ResponseCode.NO_PERMISSION
+
+#: how the bundled broker's access control starts the remark of every refusal (broker.acl)
+ACL_REFUSAL_PREFIX = "No permission: "
 
 
 #: how Apache 4.x's remark of a refused ACL check starts its exception's text

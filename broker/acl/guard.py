@@ -2,6 +2,7 @@
 
 A refused request is answered NO_PERMISSION (16, Apache RocketMQ 5's answer) with the reason as
 remark, before any processor sees it: nothing of it is stored, and the connection serves on.
+A processor that learns a resource only from what it reads asks `refusal` afterwards.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import logging
 from collections.abc import Iterable
 
 from broker.acl.addresses import client_ip
+from broker.acl.resources import Needs
 from broker.acl.validator import AccessValidator
 from rocketspark.remoting.codes import ResponseCode, code_name
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection, HandlerResult, RequestHandler
 from rocketspark.remoting.processor import ProcessorTable
+from rocketspark.remoting.signing import ACCESS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -31,17 +34,30 @@ class GuardedProcessorTable(ProcessorTable):
     def register(self, codes: int | Iterable[int], handler: RequestHandler) -> None:
         super().register(codes, self._guarded(handler))
 
+    def refusal(self, connection: Connection, request: RemotingCommand, needs: Needs) -> str | None:
+        """Why the account that signed `request` (already checked) may not have `needs`, or None."""
+        access_key = request.ext_fields.get(ACCESS_KEY)
+        refusal = self.validator.refused_needs(_peer_ip(connection), access_key, request.code, needs)
+        if refusal is not None:
+            log.info("%s from %s refused: %s", code_name(request.code), connection.remote_address, refusal)
+        return refusal
+
     def _guarded(self, handler: RequestHandler) -> RequestHandler:
         validator = self.validator
 
         def checked(connection: Connection, request: RemotingCommand) -> HandlerResult:
-            ip = connection.attributes.get(_CLIENT_IP)
-            if ip is None:
-                ip = connection.attributes[_CLIENT_IP] = client_ip(connection.remote_address)
-            refusal = validator.check(ip, request)
+            refusal = validator.check(_peer_ip(connection), request)
             if refusal is None:
                 return handler(connection, request)
             log.info("%s from %s refused: %s", code_name(request.code), connection.remote_address, refusal)
             return request.response(ResponseCode.NO_PERMISSION, refusal)
 
         return checked
+
+
+def _peer_ip(connection: Connection) -> str:
+    """The peer's IP, parsed once per connection."""
+    ip = connection.attributes.get(_CLIENT_IP)
+    if ip is None:
+        ip = connection.attributes[_CLIENT_IP] = client_ip(connection.remote_address)
+    return ip

@@ -5,6 +5,7 @@ Apache RocketMQ 4.9's PlainAccessValidator.parse; where 4.9 checks nothing (the 
 queries, locks) this table asks what the request's topic and group make sense of, and a code the
 table does not list needs `admin`, so a processor added later is closed until its rule is written.
 A `%RETRY%<group>` topic is the group's resource, needing SUB on the group, as Apache's.
+CHECK_TRANSACTION_STATE goes from the broker to a producer, never to the broker: it has no rule.
 """
 
 from __future__ import annotations
@@ -162,7 +163,8 @@ RULES: dict[int, Rule] = {
     RequestCode.GET_TOPIC_STATS_INFO: _topic_read(TopicRequestHeader),
     RequestCode.QUERY_MESSAGE: _query_message,
     RequestCode.GET_CONSUME_STATS: _consume_stats,
-    RequestCode.VIEW_MESSAGE_BY_ID: lambda request: AUTHENTICATED,
+    RequestCode.VIEW_MESSAGE_BY_ID: lambda request: AUTHENTICATED,  # SUB on the message's topic: query_message.py
+    RequestCode.END_TRANSACTION: lambda request: AUTHENTICATED,  # Apache checks its signature only
     RequestCode.GET_ALL_TOPIC_CONFIG: lambda request: AUTHENTICATED,
     RequestCode.GET_BROKER_RUNTIME_INFO: lambda request: AUTHENTICATED,
     RequestCode.UPDATE_AND_CREATE_TOPIC: lambda request: ADMIN,

@@ -9,17 +9,28 @@
    without any topic or group entry may use every topic and group, and a PUB on
    RMQ_SYS_TRACE_TOPIC (message traces) needs only the signature, as in Apache.
 
-A refusal is the reason as text: it names the access key and the resource, never a secret.
+A refusal is the reason as text, starting with rocketspark.errors.ACL_REFUSAL_PREFIX (so that
+clients tell it from the NO_PERMISSION of a topic whose permission was wiped): it names the access
+key and the permission and resource refused, never a secret. A refusal before the permission step
+(no access key, no account, a wrong signature) ends with what the request would need.
+
+`refused_needs` checks one account's permissions on its own, for processors that learn the resource
+only from what they read (VIEW_MESSAGE_BY_ID's topic is the stored message's).
 """
 
 from __future__ import annotations
 
+import logging
+
 from broker.acl.accounts import Account, AclConfig
 from broker.acl.permission import Perm, allows
 from broker.acl.resources import Needs, needs_of
+from rocketspark.errors import ACL_REFUSAL_PREFIX as REFUSED
 from rocketspark.remoting.codes import code_name
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.signing import ACCESS_KEY, verify
+
+log = logging.getLogger(__name__)
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 
@@ -37,21 +48,50 @@ class AccessValidator:
             return None
         access_key = request.ext_fields.get(ACCESS_KEY)
         if not access_key:
-            return f"No permission: {code_name(request.code)} carries no AccessKey; this broker needs signed requests"
+            reason = f"{code_name(request.code)} carries no AccessKey; this broker needs signed requests"
+            return f"{REFUSED}{reason}{_needs_text(request)}"
         account = config.accounts.get(access_key)
         if account is None:
-            return f"No permission: access key {access_key} has no account on this broker"
+            return f"{REFUSED}access key {access_key} has no account on this broker{_needs_text(request)}"
         if account.white_address(client_ip):
             return None
         if not verify(request, account.secret_key):
-            return f"No permission: signature does not match for access key {access_key}"
+            return f"{REFUSED}signature does not match for access key {access_key}{_needs_text(request)}"
         return _refused_permission(account, request.code, needs_of(request))
+
+    def refused_needs(self, client_ip: str, access_key: str | None, code: int, needs: Needs) -> str | None:
+        """Why `access_key`'s account (whose signature the check already verified) may not have
+        `needs` for a request of `code`, or None when it may; from a white-listed address, None."""
+        config = self.config
+        if any(matches(client_ip) for matches in config.global_white):
+            return None
+        account = config.accounts.get(access_key) if access_key else None
+        if account is None:  # only after a reload removed the account since the check
+            return f"{REFUSED}access key {access_key} has no account on this broker"
+        if account.white_address(client_ip):
+            return None
+        return _refused_permission(account, code, needs)
+
+
+def _needs_text(request: RemotingCommand) -> str:
+    """ " (needs SUB on topic T, SUB on group G)": what `request` would need, for a refusal before
+    the permission step; empty when its header or body cannot be read (the refusal stands anyway)."""
+    try:
+        needs = needs_of(request)
+    except Exception:  # a malformed request is refused for its signature all the same
+        log.debug("the needs of refused %s are unreadable", code_name(request.code), exc_info=True)
+        return ""
+    if needs.admin:
+        return " (needs an admin account)"
+    if not needs.resources:
+        return ""
+    return " (needs " + ", ".join(f"{need.perm.name} on {need.kind} {need.name}" for need in needs.resources) + ")"
 
 
 def _refused_permission(account: Account, code: int, needs: Needs) -> str | None:
     key = account.access_key
     if needs.admin and not account.admin:
-        return f"No permission: {code_name(code)} needs an admin account, and access key {key} is not one"
+        return f"{REFUSED}{code_name(code)} needs an admin account, and access key {key} is not one"
     if account.admin and not account.topic_perms and not account.group_perms:
         return None
     if any(need.kind == "topic" and need.name == TRACE_TOPIC and need.perm == Perm.PUB for need in needs.resources):
@@ -59,5 +99,5 @@ def _refused_permission(account: Account, code: int, needs: Needs) -> str | None
     for need in needs.resources:
         owned = account.topic_perm(need.name) if need.kind == "topic" else account.group_perm(need.name)
         if not allows(owned, need.perm):
-            return f"No permission: {need.perm.name} on {need.kind} {need.name} for access key {key}"
+            return f"{REFUSED}{need.perm.name} on {need.kind} {need.name} for access key {key}"
     return None

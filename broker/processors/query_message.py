@@ -1,9 +1,17 @@
-"""Message lookup: QUERY_MESSAGE (12) by key or unique key, VIEW_MESSAGE_BY_ID (33) by offset msgId."""
+"""Message lookup: QUERY_MESSAGE (12) by key or unique key, VIEW_MESSAGE_BY_ID (33) by offset msgId.
+
+Under ACL, VIEW_MESSAGE_BY_ID names no topic for the access check to read, and an offset msgId can
+walk the whole commit log: the message found is answered only when the signing account has SUB on
+its topic, else NO_PERMISSION naming the topic.
+"""
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from broker.acl.guard import GuardedProcessorTable
+from broker.acl.permission import Perm
+from broker.acl.resources import Needs, on_topic
 from broker.context import HasAddress, HasStore
 from rocketspark.message.record_encoding import encode_records
 from rocketspark.remoting.codes import RequestCode, ResponseCode
@@ -15,20 +23,21 @@ from rocketspark.remoting.headers.admin import (
     ViewMessageRequestHeader,
 )
 from rocketspark.remoting.processor import ProcessorTable
+from rocketspark.remoting.signing import UNIQUE_KEY_QUERY
 
 
 class QueryMessageContext(HasStore, HasAddress, Protocol):
     """What QueryMessageProcessor reads of the broker."""
 
 
-UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
-
-
 class QueryMessageProcessor:
     def __init__(self, broker: QueryMessageContext) -> None:
         self.broker = broker
+        self._acl: GuardedProcessorTable | None = None
 
     def register(self, table: ProcessorTable) -> None:
+        if isinstance(table, GuardedProcessorTable):  # ACL on: a viewed message's topic is checked too
+            self._acl = table
         table.register(RequestCode.QUERY_MESSAGE, self.query_message)
         table.register(RequestCode.VIEW_MESSAGE_BY_ID, self.view_message)
 
@@ -58,4 +67,9 @@ class QueryMessageProcessor:
         message = await self.broker.store.message_at(header.offset)
         if message is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {header.offset}")
+        if self._acl is not None:
+            topic = str(message.column("topic")[0].as_py())
+            refusal = self._acl.refusal(connection, request, Needs((on_topic(topic, Perm.SUB),)))
+            if refusal is not None:
+                return request.response(ResponseCode.NO_PERMISSION, refusal)
         return request.response(body=encode_records(message, self.broker.address))

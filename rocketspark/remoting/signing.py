@@ -13,17 +13,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rocketspark.remoting.command import RemotingCommand
 
 ACCESS_KEY = "AccessKey"
-SECRET_KEY = "SecretKey"
 SECURITY_TOKEN = "SecurityToken"
 SIGNATURE = "Signature"
+#: the ext field of QUERY_MESSAGE that asks for a lookup by unique key; Java adds it after signing
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 #: ext fields that the signature never covers: the signature itself, and what Java adds after signing
-UNSIGNED_FIELDS = frozenset({SIGNATURE, "_UNIQUE_KEY_QUERY"})
+UNSIGNED_FIELDS = frozenset({SIGNATURE, UNIQUE_KEY_QUERY})
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,17 +44,16 @@ class SessionCredentials:
             raise ValueError("SessionCredentials need a non-empty access key and secret key")
 
 
-def signing_content(ext_fields: Mapping[str, str], body: bytes, excluded: Iterable[str] = UNSIGNED_FIELDS) -> bytes:
-    """The bytes a signature covers: field values in sorted key order, then the body."""
-    skip = frozenset(excluded)
-    values = "".join(value for key, value in sorted(ext_fields.items()) if key not in skip and value is not None)
-    return values.encode("utf-8") + (body or b"")
-
-
-def signature(secret_key: str, content: bytes) -> str:
-    """Base64 of HMAC-SHA1 over `content`, keyed with the secret's UTF-8 bytes."""
-    digest = hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
-    return base64.b64encode(digest).decode("ascii")
+def signature(secret_key: str, ext_fields: Mapping[str, str], body: bytes | None) -> str:
+    """Base64 of HMAC-SHA1, keyed with the secret's UTF-8 bytes, over the field values in sorted key
+    order and then the body, fed to the HMAC one after the other: a large body is never copied."""
+    values = "".join(
+        value for key, value in sorted(ext_fields.items()) if key not in UNSIGNED_FIELDS and value is not None
+    )
+    mac = hmac.new(secret_key.encode("utf-8"), values.encode("utf-8"), hashlib.sha1)
+    if body:
+        mac.update(body)
+    return base64.b64encode(mac.digest()).decode("ascii")
 
 
 def sign(request: RemotingCommand, credentials: SessionCredentials) -> None:
@@ -69,7 +69,7 @@ def sign(request: RemotingCommand, credentials: SessionCredentials) -> None:
         fields[SECURITY_TOKEN] = credentials.security_token
     else:
         fields.pop(SECURITY_TOKEN, None)
-    fields[SIGNATURE] = signature(credentials.secret_key, signing_content(fields, request.body))
+    fields[SIGNATURE] = signature(credentials.secret_key, fields, request.body)
 
 
 class AclClientRPCHook:
@@ -90,5 +90,5 @@ def verify(request: RemotingCommand, secret_key: str) -> bool:
     claimed = request.ext_fields.get(SIGNATURE)
     if not claimed:
         return False
-    expected = signature(secret_key, signing_content(request.ext_fields, request.body))
+    expected = signature(secret_key, request.ext_fields, request.body)
     return hmac.compare_digest(expected.encode("ascii"), claimed.encode("utf-8", "replace"))

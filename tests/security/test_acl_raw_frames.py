@@ -10,12 +10,14 @@ from broker.acl.accounts import parse_acl
 from broker.acl.addresses import client_ip
 from broker.acl.resources import RULES
 from broker.acl.validator import AccessValidator
+from rocketspark.message.ids import decode_offset_msg_id
+from rocketspark.message.record_decoding import decode_records
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.admin import CreateTopicRequestHeader
+from rocketspark.remoting.headers.admin import CreateTopicRequestHeader, ViewMessageRequestHeader
 from rocketspark.remoting.headers.offset import QueueRequestHeader
 from rocketspark.remoting.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader
-from rocketspark.remoting.headers.send import SendMessageRequestHeader, encode_send_header
+from rocketspark.remoting.headers.send import SendMessageRequestHeader, SendMessageResponseHeader, encode_send_header
 from rocketspark.remoting.signing import SessionCredentials
 from tests.harness import ServerFactory
 from tests.integration.broker_client import properties, send_header
@@ -84,9 +86,19 @@ async def test_unsigned_tampered_and_replayed_requests_are_refused(acl_broker: A
         ]
         for response in refusals:
             assert response.code == ResponseCode.NO_PERMISSION
-        assert "carries no AccessKey" in (unsigned.remark or "")
-        for response in refusals[1:]:
-            assert response.remark == f"No permission: signature does not match for access key {USER.access_key}"
+        # each refusal names the permission and the resource the request needs
+        needs = f"(needs PUB on topic {TOPIC})"
+        assert (
+            unsigned.remark
+            == f"No permission: SEND_MESSAGE_V2(310) carries no AccessKey; this broker needs signed requests {needs}"
+        )
+        mismatch = f"No permission: signature does not match for access key {USER.access_key}"
+        assert [r.remark for r in refusals[1:]] == [
+            f"{mismatch} {needs}",
+            f"{mismatch} (needs PUB on topic {READ_ONLY_TOPIC}X)",
+            f"{mismatch} {needs}",
+            f"{mismatch} {needs}",
+        ]
         assert all(USER.secret_key not in (r.remark or "") for r in refusals)
 
         # the same connection serves on, and none of the refused sends was stored
@@ -99,7 +111,15 @@ async def test_unknown_key_deny_and_read_only_are_refused_with_the_resource(acl_
     unknown = SessionCredentials("nobody_here", "whatever-123")
     async with RawConnection(acl_broker.broker.address) as connection:
         cases = [
-            (signed(send_request(TOPIC, b"x"), unknown), "access key nobody_here has no account on this broker"),
+            (
+                signed(send_request(TOPIC, b"x"), unknown),
+                f"access key nobody_here has no account on this broker (needs PUB on topic {TOPIC})",
+            ),
+            (
+                pull_request(TOPIC, "some_group"),  # unsigned
+                f"carries no AccessKey; this broker needs signed requests (needs SUB on topic {TOPIC}, "
+                "SUB on group some_group)",
+            ),
             (signed(send_request(DENIED_TOPIC, b"x"), USER), f"PUB on topic {DENIED_TOPIC}"),
             (signed(send_request(READ_ONLY_TOPIC, b"x"), USER), f"PUB on topic {READ_ONLY_TOPIC}"),
             (signed(pull_request(DENIED_TOPIC, "some_group"), USER), f"SUB on topic {DENIED_TOPIC}"),
@@ -183,6 +203,54 @@ def test_a_code_without_a_rule_needs_an_admin_account() -> None:
     expected = f"needs an admin account, and access key {USER.access_key} is not one"
     assert refusal == f"No permission: WIPE_WRITE_PERM_OF_BROKER(205) {expected}"
     assert validator.check("10.1.2.3", signed(RemotingCommand.request(unlisted), ADMIN)) is None
+
+
+def test_refusals_before_the_permission_step_name_what_the_request_needs() -> None:
+    validator = AccessValidator(parse_acl(ACCOUNTS, "accounts"))
+    unlisted = RemotingCommand.request(RequestCode.WIPE_WRITE_PERM_OF_BROKER)
+    assert validator.check("10.1.2.3", unlisted) == (
+        "No permission: WIPE_WRITE_PERM_OF_BROKER(205) carries no AccessKey; this broker needs signed requests "
+        "(needs an admin account)"
+    )
+    unreadable = pull_request(TOPIC, "some_group")
+    del unreadable.ext_fields["consumerGroup"]  # the refusal stands without the needs it cannot read
+    assert validator.check("10.1.2.3", unreadable) == (
+        "No permission: PULL_MESSAGE(11) carries no AccessKey; this broker needs signed requests"
+    )
+
+
+async def test_viewing_a_message_by_id_needs_sub_on_its_topic(acl_broker: AclBroker) -> None:
+    """An offset msgId reaches any message of the commit log: the message's own topic is checked."""
+
+    async def commit_log_offset(connection: RawConnection, topic: str) -> int:
+        sent = await connection.invoke(signed(send_request(topic, b"view me " + topic.encode()), ADMIN))
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+        return decode_offset_msg_id(sent.decode_header(SendMessageResponseHeader).msg_id)[1]
+
+    def view(offset: int, topic: str | None = None) -> RemotingCommand:
+        request = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset, topic))
+        return signed(request, USER)
+
+    async with RawConnection(acl_broker.broker.address) as connection:
+        denied = await commit_log_offset(connection, DENIED_TOPIC)
+        allowed = await commit_log_offset(connection, TOPIC)
+        for request in (view(denied), view(denied, TOPIC)):  # a topic in the header changes nothing
+            refused = await connection.invoke(request)
+            assert refused.code == ResponseCode.NO_PERMISSION
+            assert refused.remark == f"No permission: SUB on topic {DENIED_TOPIC} for access key {USER.access_key}"
+            assert not refused.body
+        shown = await connection.invoke(view(allowed))
+        assert shown.code == ResponseCode.SUCCESS, shown.remark
+        assert decode_records(shown.body)[0].body == b"view me " + TOPIC.encode()
+        by_admin = await connection.invoke(signed(view(denied), ADMIN))
+        assert by_admin.code == ResponseCode.SUCCESS, by_admin.remark
+
+
+def test_end_transaction_needs_only_a_signature() -> None:
+    validator = AccessValidator(parse_acl(ACCOUNTS, "accounts"))
+    request = RemotingCommand(code=RequestCode.END_TRANSACTION, ext_fields={"producerGroup": "g", "topic": "T"})
+    assert validator.check("10.1.2.3", signed(request, USER)) is None
+    assert validator.check("10.1.2.3", signed(request, SessionCredentials(USER.access_key, "wrong-123"))) is not None
 
 
 def test_client_addresses_are_matched_by_their_ip() -> None:

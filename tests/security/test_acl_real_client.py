@@ -20,7 +20,7 @@ from rocketspark.client.api import admin
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.signing import signature, signing_content
+from rocketspark.remoting.signing import signature
 from tests.harness import ServerFactory
 from tests.interop.conftest import Cluster
 from tests.interop.driver import OutgoingMessage, RealClient, Send
@@ -99,7 +99,7 @@ async def test_signed_real_client_sends_and_consumes(
     for request, response in exchanges:
         fields = as_broker_reads(request.ext_fields)
         assert fields["AccessKey"] == USER.access_key and fields["OnsChannel"] == CHANNEL
-        assert fields["Signature"] == signature(USER.secret_key, signing_content(fields, request.body)), request
+        assert fields["Signature"] == signature(USER.secret_key, fields, request.body), request
         if response is not None:
             assert response.code != ResponseCode.NO_PERMISSION, (request, response)
 

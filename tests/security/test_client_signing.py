@@ -22,7 +22,7 @@ from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.server import RemotingServer
-from rocketspark.remoting.signing import AclClientRPCHook, sign, signing_content, verify
+from rocketspark.remoting.signing import AclClientRPCHook, sign, signature, verify
 
 CREDENTIALS = SessionCredentials("rocketspark-ak", "s3cr3t-\u00e9", "token-1")
 ECHO, ONEWAY, CALL_BACK = 9001, 9002, 9003
@@ -35,7 +35,7 @@ def test_signature_is_hmac_sha1_over_sorted_values_then_body() -> None:
     content = ("rocketspark-ak" + "token-1" + "1" + "2" + "x\u00e9").encode() + b"BODY"
     expected = base64.b64encode(hmac.new("s3cr3t-\u00e9".encode(), content, hashlib.sha1).digest()).decode()
     assert request.ext_fields["Signature"] == expected
-    assert signing_content(request.ext_fields, request.body) == content
+    assert signature(CREDENTIALS.secret_key, request.ext_fields, request.body) == expected
     assert verify(request, CREDENTIALS.secret_key)
     assert not verify(request, "another secret")
 
@@ -183,7 +183,8 @@ async def test_credentials_reach_the_connections_of_every_client() -> None:
 @pytest.mark.parametrize(
     ("code", "remark", "expected", "reason"),
     [
-        (16, "no permission PUB on topic Orders for accessKey ak", AccessDeniedError, "PUB on topic Orders"),
+        (16, "No permission: PUB on topic Orders for access key ak", AccessDeniedError, "PUB on topic Orders"),
+        (16, "the topic[Orders] sending message is forbidden", NoPermissionError, "Orders] sending message"),
         (
             1,
             "org.apache.rocketmq.acl.common.AclException: No default permission for Orders, "

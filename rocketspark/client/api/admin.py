@@ -17,8 +17,7 @@ from rocketspark.remoting.headers.admin import (
     ViewMessageRequestHeader,
 )
 from rocketspark.remoting.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
-
-UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+from rocketspark.remoting.signing import UNIQUE_KEY_QUERY
 
 
 async def create_topic(
