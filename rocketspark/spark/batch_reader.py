@@ -1,35 +1,101 @@
-"""`RocketMQBatchReader`: `spark.read.format("rocketmq")`, a bounded DataFrame between two positions."""
+"""`spark.read.format("rocketmq")`: a bounded DataFrame between two positions, with filters pushed
+down (`rocketspark.spark.pushdown`) when the session turns Python data source pushdown on."""
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from types import FrameType
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.planning import plan_partitions
 from rocketspark.spark.positions import resolve
+from rocketspark.spark.pushdown import Bounds, Pushed, narrow, push
 from rocketspark.spark.queue_view import QueueView
 from rocketspark.spark.reading import read_partition
+
+log = logging.getLogger(__name__)
+
+#: the PySpark worker that plans a read with pushFilters; it runs instead of plan_data_source_read
+#: when spark.sql.python.filterPushdown.enabled is true
+PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
+
+
+def batch_reader(options: SourceOptions) -> RocketMQBatchReader:
+    """The reader for this planning: one that takes filters when PySpark plans the read with
+    pushdown on, else one without pushFilters.
+
+    PySpark 4.3 fails every read of a reader that implements pushFilters while
+    spark.sql.python.filterPushdown.enabled is false (DATA_SOURCE_PUSHDOWN_DISABLED), and gives a
+    data source no Spark settings. It asks for the reader from one of two Python workers: from
+    data_source_pushdown_filters (which then calls pushFilters) when the setting is true, from
+    plan_data_source_read otherwise. So the reader follows the worker that asks for it."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == PUSHDOWN_WORKER:
+            return RocketMQPushdownReader(options)
+        frame = frame.f_back
+    return RocketMQBatchReader(options)
 
 
 class RocketMQBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+        self.pushed = Pushed()
 
     def partitions(self) -> Sequence[InputPartition]:
         """Resolved on the driver when Spark plans the read: from `startingOffsets` (or
         `startingTimestamp`, `startingOffsetsByTimestamp`) to `endingOffsets` (or `endingTimestamp`,
-        `endingOffsetsByTimestamp`). Every queue's broker must answer (after retries): a bounded
-        read never leaves a queue out."""
+        `endingOffsetsByTimestamp`), cut to the pushed filters. Every queue's broker must answer
+        (after retries): a bounded read never leaves a queue out."""
         view = QueueView(self.options)
-        queues = view.queues(must_exist=True)
+        queues = [q for q in view.queues(must_exist=True) if self.pushed.keeps(q)]
         group = self.options.consumer_group
         start = resolve(view, queues, self.options.starting, group, strict=True)
         end = resolve(view, queues, self.options.ending, group)
+        times = self.pushed.store_time_ms
+        low = view.offsets_for_timestamp(queues, times.low) if times.low is not None else {}
+        high = view.offsets_for_timestamp(queues, times.high) if times.high is not None else {}
         view.require_reachable("plan the batch read")
+        start, end = narrow(start, end, self.pushed, {q: (low.get(q), high.get(q)) for q in queues})
+        if self.pushed.tag_expression(self.options.tags) is None:
+            return []  # no tag both subscribed and asked for
         return plan_partitions(start, {q: max(end[q], start[q]) for q in queues}, self.options.partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.options, partition)
+        tags = self.pushed.tag_expression(self.options.tags)
+        if tags is None:
+            return
+        times = self.pushed.store_time_us
+        for batch in read_partition(replace(self.options, tags=tags), partition):
+            kept = batch if times == Bounds() else batch.filter(_within(batch.column("storeTimestamp"), times))
+            if kept.num_rows:
+                yield kept
+
+
+def _within(stamps: pa.Array, bounds: Bounds) -> pa.Array:
+    """Which timestamps lie in `bounds` (µs)."""
+    micros = pc.cast(stamps, pa.int64())
+    masks = [pc.greater_equal(micros, bounds.low)] if bounds.low is not None else []
+    masks += [pc.less(micros, bounds.high)] if bounds.high is not None else []
+    return masks[0] if len(masks) == 1 else pc.and_(*masks)
+
+
+class RocketMQPushdownReader(RocketMQBatchReader):
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        """Take the filters the read guarantees (see `rocketspark.spark.pushdown`); Spark checks
+        the others it gets back."""
+        self.pushed, left = push(filters)
+        log.info(
+            "rocketmq read of %s: pushed %s; left to Spark %s",
+            ", ".join(self.options.topics) or self.options.topic_pattern,
+            list(self.pushed.taken) or "nothing",
+            left or "nothing",
+        )
+        return left

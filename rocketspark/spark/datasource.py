@@ -45,11 +45,11 @@ class RocketMQDataSource(DataSource):
             )
 
     def reader(self, schema: StructType) -> RocketMQBatchReader:
-        from rocketspark.spark.batch_reader import RocketMQBatchReader  # noqa: PLC0415
+        from rocketspark.spark.batch_reader import batch_reader  # noqa: PLC0415
         from rocketspark.spark.options import parse  # noqa: PLC0415
 
         self._check_schema(schema)
-        return RocketMQBatchReader(parse(self.options, streaming=False))
+        return batch_reader(parse(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> RocketMQStreamReader:
         from rocketspark.spark.options import parse  # noqa: PLC0415

@@ -1,0 +1,166 @@
+"""Filters a batch read takes over from Spark (`DataSourceReader.pushFilters`).
+
+A filter is taken only when the read guarantees it, so Spark need not check it again:
+
+- `storeTimestamp` `>`, `>=`, `<`, `<=` (and `=`): each queue's range starts and ends at offsets
+  looked up by time (the broker's search by store time), and the read drops rows outside the time
+  bounds, so the result is exact even where store times are not in offset order;
+- `queueId` `=` or `IN`: only those queues are planned;
+- `queueOffset` `>`, `>=`, `<`, `<=`, `=`: every queue's range is cut to those offsets;
+- `tags` `=` or `IN`: the broker's tag filter, intersected with the `tags` option (the client
+  checks tags exactly; the broker filters by hash code only).
+
+Every other filter, and these with values of another type, stay with Spark.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql.datasource import (
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    LessThan,
+    LessThanOrEqual,
+)
+
+from rocketspark.message.filter import parse_tag_expression
+from rocketspark.message.queue import MessageQueue
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_COMPARISONS = (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, EqualTo)
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """A half-open interval [low, high) of whole numbers; None: unbounded on that side."""
+
+    low: int | None = None
+    high: int | None = None
+
+    def meet(self, other: Bounds) -> Bounds:
+        lows = [b for b in (self.low, other.low) if b is not None]
+        highs = [b for b in (self.high, other.high) if b is not None]
+        return Bounds(max(lows) if lows else None, min(highs) if highs else None)
+
+    def contains(self, value: int) -> bool:
+        return (self.low is None or value >= self.low) and (self.high is None or value < self.high)
+
+
+@dataclass(frozen=True, slots=True)
+class Pushed:
+    """What a batch read took over, as the read applies it."""
+
+    store_time_us: Bounds = field(default_factory=Bounds)  # storeTimestamp, in µs
+    offsets: Bounds = field(default_factory=Bounds)  # queueOffset
+    queue_ids: frozenset[int] | None = None  # queueId
+    tags: frozenset[str] | None = None  # tags
+    taken: tuple[Filter, ...] = ()
+
+    @property
+    def store_time_ms(self) -> Bounds:
+        """The time bounds in whole ms (RocketMQ's store times): a message stored at ms m has
+        storeTimestamp m * 1000 µs."""
+        low, high = self.store_time_us.low, self.store_time_us.high
+        return Bounds(None if low is None else math.ceil(low / 1000), None if high is None else math.ceil(high / 1000))
+
+    def keeps(self, queue: MessageQueue) -> bool:
+        return self.queue_ids is None or queue.queue_id in self.queue_ids
+
+    def tag_expression(self, option: str) -> str | None:
+        """The tags option narrowed to the pushed tags; None when no tag is left (nothing to read)."""
+        if self.tags is None:
+            return option
+        subscribed = parse_tag_expression(option)
+        tags = sorted(self.tags if subscribed is None else self.tags & set(subscribed))
+        return " || ".join(tags) if tags else None
+
+
+def push(filters: Iterable[Filter]) -> tuple[Pushed, list[Filter]]:
+    """The filters the read takes over (as a `Pushed`) and those it leaves to Spark."""
+    times, offsets = Bounds(), Bounds()
+    queue_ids: frozenset[int] | None = None
+    tags: frozenset[str] | None = None
+    taken: list[Filter] = []
+    left: list[Filter] = []
+    for item in filters:
+        column = item.attribute if isinstance(item, (*_COMPARISONS, In)) else ()
+        values = _values(item)
+        if column == ("storeTimestamp",) and isinstance(item, _COMPARISONS) and _is_time(item.value):
+            times = times.meet(_compared(item, _micros(item.value)))
+        elif column == ("queueOffset",) and isinstance(item, _COMPARISONS) and _is_int(item.value):
+            offsets = offsets.meet(_compared(item, item.value))
+        elif column == ("queueId",) and values is not None and all(map(_is_int, values)):
+            queue_ids = frozenset(values) if queue_ids is None else queue_ids & frozenset(values)
+        elif column == ("tags",) and values is not None and all(isinstance(v, str) for v in values):
+            tags = frozenset(values) if tags is None else tags & frozenset(values)
+        else:
+            left.append(item)
+            continue
+        taken.append(item)
+    return Pushed(times, offsets, queue_ids, tags, tuple(taken)), left
+
+
+def _values(item: Filter) -> list[Any] | None:
+    """The values an `=` or `IN` filter accepts (a null never equals anything); None for others."""
+    if isinstance(item, EqualTo):
+        return [item.value] if item.value is not None else []
+    if isinstance(item, In):
+        return [v for v in item.value if v is not None]
+    return None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_time(value: object) -> bool:
+    return isinstance(value, dt.datetime)
+
+
+def _micros(value: dt.datetime) -> int:
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+    return (aware - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+def _compared(item: Filter, value: int) -> Bounds:
+    """The whole numbers a comparison with `value` keeps, as [low, high)."""
+    if isinstance(item, GreaterThan):
+        return Bounds(low=value + 1)
+    if isinstance(item, GreaterThanOrEqual):
+        return Bounds(low=value)
+    if isinstance(item, LessThan):
+        return Bounds(high=value)
+    if isinstance(item, LessThanOrEqual):
+        return Bounds(high=value + 1)
+    return Bounds(value, value + 1)  # EqualTo
+
+
+def narrow(
+    start: Mapping[MessageQueue, int],
+    end: Mapping[MessageQueue, int],
+    pushed: Pushed,
+    by_time: Mapping[MessageQueue, tuple[int | None, int | None]],
+) -> tuple[dict[MessageQueue, int], dict[MessageQueue, int]]:
+    """The planned ranges cut to the pushed queues, offsets and the offsets `by_time` found for the
+    time bounds (first offset stored at or after the low and the high bound); an empty range where
+    nothing is left."""
+    new_start: dict[MessageQueue, int] = {}
+    new_end: dict[MessageQueue, int] = {}
+    for queue in start:
+        if not pushed.keeps(queue):
+            continue
+        low_time, high_time = by_time.get(queue, (None, None))
+        lows = [start[queue], pushed.offsets.low, low_time]
+        highs = [end[queue], pushed.offsets.high, high_time]
+        low = max(v for v in lows if v is not None)
+        high = min(v for v in highs if v is not None)
+        new_start[queue], new_end[queue] = low, max(low, high)
+    return new_start, new_end

@@ -1,0 +1,72 @@
+"""Which filters a batch read takes over and how they cut the planned ranges: no Spark, no servers."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pyspark.sql.datasource import (
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    StringContains,
+)
+
+from rocketspark.message.queue import MessageQueue
+from rocketspark.spark.pushdown import Bounds, Pushed, narrow, push
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+T0_US = 1_767_225_600_000_000
+A0, A1, B0 = MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1), MessageQueue("T", "broker-b", 0)
+
+
+def test_supported_filters_are_taken_and_the_others_left_to_spark() -> None:
+    unsupported = [
+        Not(EqualTo(("tags",), "A")),
+        StringContains(("keys",), "x"),
+        IsNotNull(("tags",)),
+        EqualTo(("queueId",), "1"),  # not an int
+        GreaterThan(("bornTimestamp",), T0),
+        EqualTo(("brokerName",), "broker-a"),
+    ]
+    supported = [
+        GreaterThanOrEqual(("storeTimestamp",), T0),
+        LessThan(("storeTimestamp",), T0 + dt.timedelta(seconds=1)),
+        In(("queueId",), (0, 1, None)),
+        EqualTo(("queueId",), 1),
+        GreaterThan(("queueOffset",), 9),
+        LessThanOrEqual(("queueOffset",), 20),
+        In(("tags",), ("A", "B")),
+    ]
+    pushed, left = push([*supported, *unsupported])
+    assert left == unsupported
+    assert pushed.taken == tuple(supported)
+    assert pushed.store_time_us == Bounds(T0_US, T0_US + 1_000_000)
+    assert pushed.store_time_ms == Bounds(T0_US // 1000, T0_US // 1000 + 1000)
+    assert pushed.queue_ids == frozenset({1}) and pushed.offsets == Bounds(10, 21)
+    assert pushed.tag_expression("*") == "A || B"
+    assert pushed.tag_expression("B || C") == "B"
+    assert pushed.tag_expression("C") is None
+
+
+def test_time_bounds_in_whole_ms_keep_exactly_the_rows_spark_would() -> None:
+    just_after = T0 + dt.timedelta(microseconds=1)
+    assert push([GreaterThan(("storeTimestamp",), T0)])[0].store_time_ms.low == T0_US // 1000 + 1
+    assert push([GreaterThanOrEqual(("storeTimestamp",), just_after)])[0].store_time_ms.low == T0_US // 1000 + 1
+    assert push([LessThanOrEqual(("storeTimestamp",), T0)])[0].store_time_ms.high == T0_US // 1000 + 1
+    assert push([LessThan(("storeTimestamp",), just_after)])[0].store_time_ms.high == T0_US // 1000 + 1
+    naive = push([GreaterThanOrEqual(("storeTimestamp",), T0.replace(tzinfo=None))])[0]
+    assert naive.store_time_us.low == T0_US  # a timestamp without a zone is UTC
+
+
+def test_ranges_cut_to_queues_offsets_and_times() -> None:
+    start = {A0: 0, A1: 5, B0: 0}
+    end = {A0: 100, A1: 50, B0: 100}
+    pushed = Pushed(offsets=Bounds(10, 60), queue_ids=frozenset({0}))
+    by_time = {A0: (20, 80), B0: (70, 90)}
+    assert narrow(start, end, pushed, by_time) == ({A0: 20, B0: 70}, {A0: 60, B0: 70})  # B0: empty
+    assert narrow(start, end, Pushed(), {}) == (start, end)
