@@ -98,6 +98,8 @@ class ClientInstance:
         )
         self.namesrv = NameServerList(self.remoting, config.namesrv_addresses())
         self.routes: dict[str, TopicRouteData] = {}
+        # a route being fetched for callers that found none cached: they all wait for one request
+        self._route_fetches: dict[str, asyncio.Future[TopicRouteData | None]] = {}
         self.broker_addresses: dict[str, str] = {}  # broker name -> master address
         self.broker_versions: dict[str, int] = {}
         self._producers: dict[str, set[str]] = {}  # producer group -> the topics it sends to
@@ -278,7 +280,7 @@ class ClientInstance:
         if cached is not None:
             self._routed_since_refresh.add(topic)
             return cached
-        route = await self.fetch_route(topic)
+        route = await (self.fetch_route(topic) if refresh else self._fetch_once(topic))
         if route is None:
             raise TopicNotExistError(
                 f"topic {topic} is not known to the name server {self.namesrv.current}: "
@@ -286,6 +288,23 @@ class ClientInstance:
                 code=ResponseCode.TOPIC_NOT_EXIST,
             )
         return route
+
+    async def _fetch_once(self, topic: str) -> TopicRouteData | None:
+        """:meth:`fetch_route`, shared by every caller that asks while it runs: overlapping first
+        sends of a producer would otherwise each ask the name server (hundreds at once at 1,000
+        sends a second when the first answer is slow), and each decode the route."""
+        pending = self._route_fetches.get(topic)
+        if pending is None:
+            pending = asyncio.ensure_future(self.fetch_route(topic))
+            self._route_fetches[topic] = pending
+            pending.add_done_callback(lambda done: self._fetch_done(topic, done))
+        return await asyncio.shield(pending)  # one caller cancelled leaves the others their answer
+
+    def _fetch_done(self, topic: str, done: asyncio.Future[TopicRouteData | None]) -> None:
+        if self._route_fetches.get(topic) is done:
+            del self._route_fetches[topic]
+        if not done.cancelled():
+            done.exception()  # retrieved here: every caller may have been cancelled meanwhile
 
     def use_topic(self, group: str, topic: str) -> None:
         """Keep `topic`'s route fresh while producer `group` is registered (it sends to `topic`)."""
