@@ -14,6 +14,8 @@ SparkSession:
 - "single-sent": an `AvailableNow` stream of every single-sent message, against the same stream of
   as many Arrow-sent messages ("rocketmq" itself when there are as many, else a topic of that
   many Arrow-sent messages): what reading costs when messages were sent one at a time.
+- the two batch reads of `bench.spark_source_reads`: one queue with and without `minPartitions`,
+  and the last 1% by time with and without filter pushdown (messages read in the notes).
 
 Row counts come from the queries' progress and must equal what the broker holds.
 """
@@ -21,6 +23,7 @@ Row counts come from the queries' progress and must equal what the broker holds.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import tempfile
@@ -36,6 +39,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from bench import spark_source_reads
 from bench.cluster import Cluster, cluster
 from bench.consume import SINGLE_IN_FLIGHT, TOPIC, max_offsets, preload, preload_single
 from bench.report import progress, record
@@ -296,6 +300,9 @@ async def main(seconds: float, limit: int) -> None:
             progress(f"batch read: {read:,} rows in {batch_s:.1f} s; Python processes peak at {mib(batch_peaks)} MiB")
             best = measure_streams(spark, target, stored, topics, work, timeout_s)
             stream_peaks = peak_memory(python_workers(spark))
+            batch = functools.partial(source, spark, target, streaming=False)
+            split = spark_source_reads.min_partitions(batch, stored, BROKER)
+            pushed = spark_source_reads.pushdown(spark, batch, target, stored, BROKER)
         finally:
             spark.stop()
     rate = {name: rows / seconds for name, (rows, seconds) in best.items()}
@@ -312,6 +319,7 @@ async def main(seconds: float, limit: int) -> None:
         rows[-1] += [round(rate["arrow-sent"] / rate["ceiling"], 2), "-"]
     rows.append([f"rocketmq, single-sent, {SINGLE_IN_FLIGHT} in flight", *_figures(best["single-sent"]), "-"])
     rows[-1] += [round(rate["single-sent"] / rate["ceiling"], 2), round(single_ratio, 2)]
+    rows += spark_source_reads.table_rows(split, pushed)
     progress(f"single-sent {rate['single-sent']:,.0f} rows/s, Arrow-sent {rate[arrow_sent]:,.0f}: {single_ratio:.2f}")
     notes = {
         "stored": total,
@@ -325,6 +333,8 @@ async def main(seconds: float, limit: int) -> None:
         "single_sent_vs_arrow_sent": round(single_ratio, 3),
         "python_process_peaks_mib_batch_read": mib(batch_peaks),
         "python_process_peaks_mib_after_streams": mib(stream_peaks),
+        "one_queue_batch_read": split,
+        "last_1_percent_by_time": pushed,
     }
     columns = ["read", "rows", "seconds", "rows/s", "Python peak MiB", "vs ceiling", "single / Arrow-sent"]
     record("spark-source", columns, rows, notes)
