@@ -14,6 +14,7 @@ import typer
 
 from rocketspark.cli import consume, group, message, produce, servers, topic
 from rocketspark.cli.common import CliError, print_error, state
+from rocketspark.cli.connection_options import RootAccessKeyOption, TlsOption, TlsTrustOption
 
 app = typer.Typer(
     name="rocketspark",
@@ -30,35 +31,12 @@ def root(
     debug: Annotated[
         bool, typer.Option("--debug", help="on errors, print the traceback; show the library's logs below ERROR")
     ] = False,
-    tls: Annotated[
-        bool, typer.Option("--tls", help="connect to name servers and brokers over TLS, verifying their certificates")
-    ] = False,
-    tls_trust: Annotated[
-        str | None,
-        typer.Option(
-            "--tls-trust",
-            metavar="CA_FILE",
-            help="with --tls: the PEM CA file that signed the servers' certificates (default: the system's CAs); "
-            "'insecure' accepts any certificate (tests only)",
-        ),
-    ] = None,
-    access_key: Annotated[
-        str | None,
-        typer.Option(
-            "--access-key",
-            envvar="ROCKETMQ_ACCESS_KEY",
-            show_envvar=True,
-            help="sign every request with this access key (brokers with ACL on); its secret comes from "
-            "ROCKETMQ_SECRET_KEY, or a hidden prompt on a terminal",
-        ),
-    ] = None,
+    tls: TlsOption = False,
+    tls_trust: TlsTrustOption = None,
+    access_key: RootAccessKeyOption = None,
 ) -> None:
     state.debug = debug
-    if tls_trust is not None and not tls:
-        raise typer.BadParameter("--tls-trust needs --tls", param_hint="'--tls-trust'")
-    state.use_tls = tls
-    state.tls_trust = tls_trust
-    state.access_key = access_key
+    state.use_tls, state.tls_trust, state.access_key = tls, tls_trust, access_key  # main() may run again
 
 
 servers.register(app)

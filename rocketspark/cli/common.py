@@ -74,7 +74,7 @@ def _credentials() -> SessionCredentials | None:
     """`--access-key` (or ROCKETMQ_ACCESS_KEY) with ROCKETMQ_SECRET_KEY; on a terminal a missing
     secret is asked for without echo. The secret is never an option: command lines are visible to
     every user of the machine and end up in shell histories."""
-    from rocketspark.client.config import SECRET_KEY_ENV, credentials_from_env  # noqa: PLC0415
+    from rocketspark.client.config import SECRET_KEY_ENV, SECURITY_TOKEN_ENV, credentials_from_env  # noqa: PLC0415
     from rocketspark.errors import ConfigError  # noqa: PLC0415
     from rocketspark.remoting.signing import SessionCredentials as Credentials  # noqa: PLC0415
 
@@ -86,7 +86,7 @@ def _credentials() -> SessionCredentials | None:
         if not sys.stdin.isatty():
             raise CliError(f"--access-key {state.access_key} needs its secret key: set {SECRET_KEY_ENV}") from None
     secret = typer.prompt(f"secret key of {state.access_key}", hide_input=True, err=True)
-    return Credentials(state.access_key, secret)
+    return Credentials(state.access_key, secret, os.environ.get(SECURITY_TOKEN_ENV) or None)
 
 
 def _width() -> int | None:

@@ -27,6 +27,7 @@ from rocketspark.cli.common import (
     setup_logging,
     split_namesrv,
 )
+from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -184,4 +185,4 @@ def _print(out: Console, messages: list[MessageExt], as_json: bool, header: bool
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(consume)
+    app.command()(client_command(consume))

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from rocketspark.cli.common import Admin, CliError, NamesrvOption, console, run_admin
+from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
     from rocketspark.message.queue import MessageQueue
@@ -18,6 +19,7 @@ group_app = typer.Typer(help="Consumer groups.", no_args_is_help=True)
 
 
 @group_app.command("progress")
+@client_command
 def progress(
     group: Annotated[str, typer.Argument(help="consumer group")],
     namesrv: NamesrvOption,

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from rocketspark.cli.common import Admin, CliError, NamesrvOption, console, format_time, message_record, run_admin
+from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
     from rocketspark.message.message import MessageExt
@@ -18,6 +19,7 @@ message_app = typer.Typer(help="Look up stored messages.", no_args_is_help=True)
 
 
 @message_app.command("show")
+@client_command
 def show(
     namesrv: NamesrvOption,
     msg_id: Annotated[

@@ -22,6 +22,7 @@ from rocketspark.cli.common import (
     setup_logging,
     split_namesrv,
 )
+from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
     from rocketspark.message.message import Message
@@ -157,4 +158,4 @@ def _from_json(topic: str, line: bytes, number: int, tags: str | None, keys: str
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(produce)
+    app.command()(client_command(produce))

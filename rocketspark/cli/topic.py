@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from rocketspark.cli.common import Admin, CliError, NamesrvOption, console, count, format_time, run_admin
+from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
     from rocketspark.remoting.body.route import TopicRouteData
@@ -20,6 +21,7 @@ ROUTE_WAIT_S = 10.0
 
 
 @topic_app.command("create")
+@client_command
 def create(
     topic: Annotated[str, typer.Argument(help="topic name")],
     namesrv: NamesrvOption,
@@ -73,6 +75,7 @@ def _queue_count(route: TopicRouteData) -> int:
 
 
 @topic_app.command("list")
+@client_command
 def list_topics(
     namesrv: NamesrvOption,
     show_all: Annotated[bool, typer.Option("--all", "-a", help="include system and retry topics")] = False,
@@ -104,6 +107,7 @@ def list_topics(
 
 
 @topic_app.command("describe")
+@client_command
 def describe(topic: Annotated[str, typer.Argument(help="topic name")], namesrv: NamesrvOption) -> None:
     """The topic's queues: broker, min and max offset, messages, last store time; a total line."""
     from rocketspark.client.api.admin import get_topic_stats  # noqa: PLC0415
@@ -151,6 +155,7 @@ def _perm(perm: int) -> str:
 
 
 @topic_app.command("delete")
+@client_command
 def delete(topic: Annotated[str, typer.Argument(help="topic name")], namesrv: NamesrvOption) -> None:
     """Delete a topic from its brokers (queues and consumer offsets) and from the name servers."""
     from rocketspark.client.api.admin import delete_topic_in_broker, delete_topic_in_namesrv  # noqa: PLC0415

@@ -54,8 +54,9 @@ class RemotingServer:
         self._serialize_type = serialize_type
         self.tls = tls or ServerTls()
         self.tls.check_frame_length(max_frame_length)
-        self._listener: socket.socket | None = None
-        self._accepting: asyncio.Task[None] | None = None
+        self._handshake_byte_is_tls = self.tls.handshake_byte_is_tls(max_frame_length)
+        self._listeners: list[socket.socket] = []
+        self._accepting: list[asyncio.Task[None]] = []
         self._admitting: set[asyncio.Task[None]] = set()
         self.connections: set[Connection] = set()
         self._close_listeners: list[Callable[[Connection], None]] = []
@@ -68,20 +69,30 @@ class RemotingServer:
         return f"{self.host}:{self.port}"
 
     async def start(self, *, serving: bool = True) -> None:
-        """Bind the port (its number is known afterwards); accept connections unless `serving` is False."""
-        family, _, _, _, address = socket.getaddrinfo(
-            self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        self._listener = socket.create_server(address, family=family, backlog=LISTEN_BACKLOG)
-        self._listener.setblocking(False)
-        self.port = self._listener.getsockname()[1]
+        """Bind the port on every address the host name resolves to (`localhost`: 127.0.0.1 and ::1
+        where both are configured), as asyncio's create_server does, all on one port number (the
+        first one's, when port 0 asks for any); accept connections unless `serving` is False."""
+        resolved = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        addresses = list(dict.fromkeys((family, address[:2]) for family, _, _, _, address in resolved))
+        try:
+            for family, (host, port) in addresses:
+                listener = socket.create_server(
+                    (host, port if not self._listeners else self.port), family=family, backlog=LISTEN_BACKLOG
+                )
+                self._listeners.append(listener)
+                listener.setblocking(False)
+                self.port = listener.getsockname()[1]
+        except BaseException:
+            self._close_listeners_now()
+            raise
         if serving:
             await self.start_serving()
 
     async def start_serving(self) -> None:
         """Begin accepting on a port bound with `start(serving=False)`."""
-        assert self._listener is not None
-        self._accepting = asyncio.get_running_loop().create_task(self._accept(self._listener))
+        assert self._listeners
+        loop = asyncio.get_running_loop()
+        self._accepting = [loop.create_task(self._accept(listener)) for listener in self._listeners]
         log.info("remoting server listening on %s (TLS %s)", self.address, self.tls.mode.value)
 
     async def _accept(self, listener: socket.socket) -> None:
@@ -100,10 +111,12 @@ class RemotingServer:
     async def _admit(self, sock: socket.socket) -> None:
         """Serve `sock` as TLS or plain by its first byte, or close it with a logged reason."""
         sock.setblocking(False)
+        # small responses go out at once: connect_accepted_socket leaves Nagle's algorithm on
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = _peer_name(sock)
         try:
             first = await _first_byte(sock, self._idle_timeout_s if self._idle_timeout_s > 0 else None)
-            tls = first == TLS_HANDSHAKE_RECORD
+            tls = first == TLS_HANDSHAKE_RECORD and self._handshake_byte_is_tls
             if first is None or not self._accepts(tls, peer):
                 sock.close()
                 return
@@ -152,16 +165,19 @@ class RemotingServer:
             except Exception:
                 log.exception("close listener failed for %s", connection)
 
+    def _close_listeners_now(self) -> None:
+        for listener in self._listeners:
+            listener.close()
+        self._listeners = []
+
     async def stop(self) -> None:
         """Stop accepting, close every connection and wait until they are gone."""
-        pending = [task for task in (self._accepting, *self._admitting) if task is not None]
+        pending = [*self._accepting, *self._admitting]
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        self._accepting = None
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        self._accepting = []
+        self._close_listeners_now()
         connections = list(self.connections)
         for connection in connections:
             connection.close("server stopping")

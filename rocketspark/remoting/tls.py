@@ -61,6 +61,13 @@ class ServerTls:
                 f"(a longer plain frame could open with the TLS handshake byte 0x16), got {max_frame_length}"
             )
 
+    def handshake_byte_is_tls(self, max_frame_length: int) -> bool:
+        """Whether a connection opening with 0x16 is a TLS handshake. With TLS on, always: permissive
+        keeps plain frames below 0x16 << 24 (check_frame_length) and enforcing serves TLS only. With
+        TLS disabled, only while frames stay below that length: past it a plain frame may open with
+        0x16, and is served as the plain frame it is instead of being refused as a handshake."""
+        return self.mode is not TlsMode.DISABLED or max_frame_length < PERMISSIVE_MAX_FRAME_LENGTH
+
 
 def server_tls(mode: TlsMode | str | None, cert_path: Path | None, key_path: Path | None) -> ServerTls:
     """The server TLS for `tls.server.mode`, `tls.server.certPath` and `tls.server.keyPath`.
@@ -97,17 +104,20 @@ class TlsTrust(enum.Enum):
     """Which server certificates a client accepts, besides a CA file it names."""
 
     SYSTEM = "system"  # the certificates the system's CA store verifies (the default)
-    ANY = "insecure"  # every certificate, unverified: for tests only
+    ANY = "insecure"  # every certificate, unverified: for tests only ("any" is taken too)
 
 
-#: what `tls_trust` takes: a TlsTrust, its value ("system", "insecure"), or the path of a PEM CA file
+#: the words of `tls_trust` that name a TlsTrust rather than a CA file (Spark's tlsTrust=any, --tls-trust any)
+TRUST_WORDS = {"system": TlsTrust.SYSTEM, "insecure": TlsTrust.ANY, "any": TlsTrust.ANY}
+
+#: what `tls_trust` takes: a TlsTrust, one of TRUST_WORDS, or the path of a PEM CA file
 TrustSetting = TlsTrust | str | Path | None
 
 
 def client_context(trust: TrustSetting = None) -> ssl.SSLContext:
     """The context of a TLS client; `trust` None is :attr:`TlsTrust.SYSTEM`."""
-    if isinstance(trust, str) and trust.strip().lower() in {t.value for t in TlsTrust}:
-        trust = TlsTrust(trust.strip().lower())
+    if isinstance(trust, str) and trust.strip().lower() in TRUST_WORDS:
+        trust = TRUST_WORDS[trust.strip().lower()]
     if trust is TlsTrust.ANY:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False

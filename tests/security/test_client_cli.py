@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pexpect
 import pytest
+import typer
 
+from rocketspark.cli.common import client_options, state
+from rocketspark.remoting.signing import SessionCredentials
 from tests.cli.conftest import cli_env
 from tests.security.conftest import ADMIN, USER, AclBroker
 
@@ -66,7 +69,12 @@ def test_every_command_signs_with_the_environment(acl_broker: AclBroker) -> None
     assert no_secret.returncode == 1
     assert "needs its secret key: set ROCKETMQ_SECRET_KEY" in no_secret.stderr
 
-    deleted = rocketspark("--access-key", ADMIN.access_key, "topic", "delete", "CliAcl", env=as_admin)
+    # after the command too, as --namesrv; there it wins over ROCKETMQ_ACCESS_KEY
+    listed = rocketspark("topic", "list", "--access-key", ADMIN.access_key, env=as_admin)
+    assert listed.returncode == 0, listed.stderr
+    assert "CliAcl" in listed.stdout
+    admin_env = {**as_admin, "ROCKETMQ_ACCESS_KEY": USER.access_key}
+    deleted = rocketspark("topic", "delete", "CliAcl", "--access-key", ADMIN.access_key, env=admin_env)
     assert deleted.returncode == 0, deleted.stderr
 
 
@@ -88,3 +96,15 @@ def test_a_missing_secret_is_asked_for_on_a_terminal(acl_broker: AclBroker, tmp_
         child.close()
     assert child.exitstatus == 0, transcript.read_text()
     assert ADMIN.secret_key not in transcript.read_text()  # not echoed
+
+
+def test_a_prompted_secret_keeps_the_security_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The terminal's prompt replaces only the missing secret: ROCKETMQ_SECURITY_TOKEN still signs."""
+    monkeypatch.delenv("ROCKETMQ_SECRET_KEY", raising=False)
+    monkeypatch.setenv("ROCKETMQ_SECURITY_TOKEN", "token-from-env")
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr(typer, "prompt", lambda *args, **kwargs: ADMIN.secret_key)
+    monkeypatch.setattr(state, "access_key", ADMIN.access_key)
+    monkeypatch.setattr(state, "use_tls", False)
+    credentials = client_options()["credentials"]
+    assert credentials == SessionCredentials(ADMIN.access_key, ADMIN.secret_key, "token-from-env")

@@ -117,6 +117,12 @@ def test_cli_over_tls(tls_cluster: TlsCluster) -> None:
     untrusted = run_cli("--tls", "topic", "list", namesrv=namesrv)  # the system's CAs did not sign it
     assert untrusted.code == 1
     assert "not trusted" in untrusted.err
+    for after in (tls, ("--tls", "--tls-trust", "any")):  # after the command too, as --namesrv
+        listed = run_cli("topic", "list", *after, namesrv=namesrv)
+        assert listed.code == 0, listed.err
+        assert "TlsCli" in listed.out
+    split = run_cli("--tls", "topic", "list", "--tls-trust", str(tls_cluster.certs.ca), namesrv=namesrv)
+    assert split.code == 0, split.err
 
 
 async def test_a_plain_client_cannot_use_the_enforcing_cluster(tls_cluster: TlsCluster) -> None:
@@ -134,6 +140,7 @@ def test_a_trust_without_tls_is_an_error() -> None:
         ClientConfig(namesrv_addr="127.0.0.1:9876", tls_trust="insecure")
     with pytest.raises(ConfigError, match="tls_trust needs use_tls=True"):
         AsyncProducer("no_tls", namesrv_addr="127.0.0.1:9876", tls_trust="insecure")
-    refused = run_cli("--tls-trust", "insecure", "topic", "list", namesrv="127.0.0.1:9876")
-    assert refused.code == 2
-    assert "--tls-trust needs --tls" in refused.err
+    for args in (("--tls-trust", "insecure", "topic", "list"), ("topic", "list", "--tls-trust", "insecure")):
+        refused = run_cli(*args, namesrv="127.0.0.1:9876")
+        assert refused.code == 2
+        assert "--tls-trust needs --tls" in refused.err
