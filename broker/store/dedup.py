@@ -14,6 +14,7 @@ with its UNIQ_KEY on purpose.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import deque
@@ -128,6 +129,7 @@ class DuplicateWindow:
         self._made = 0
         self._warned_at_ms: int | None = None
         self._dropped_early = 0  # keys dropped before their time since the last warning
+        self._saved_through = -1  # the commit log end of the last snapshot written
 
     @property
     def enabled(self) -> bool:
@@ -231,10 +233,20 @@ class DuplicateWindow:
                 t.queue_ids[: t.size],
                 t.queue_offsets[: t.size],
                 t.commit_log_offsets[: t.size],
+                t.slots,
+                t.filter,
             )
             for t in list(self._tables)
         ]
         return WindowSnapshot(through, self.window_ms, self._shape.capacity, tables)
+
+    async def save(self, through: int, path: Path) -> None:
+        """Write a snapshot to `path` (from the event loop, written on a thread) unless the window
+        is off or nothing was stored since the last one; `through`: the commit log's end."""
+        if not self.enabled or through == self._saved_through:
+            return
+        await asyncio.to_thread(self.snapshot(through).save, path)
+        self._saved_through = through
 
     def recover(self, commit_log: CommitLog, end: int, path: Path) -> None:
         """At startup (blocking: the store's recovery runs in its I/O thread): restore the window
@@ -254,10 +266,13 @@ class DuplicateWindow:
             if len(entries.hashes) and int(entries.timestamps.max()) >= now - self.window_ms:
                 table = KeyTable(self._shape, self._filters[self._made % (self.GENERATIONS + 1)])
                 self._made += 1
-                probe = self._shape.probe(entries.hashes)
-                table.insert(
-                    entries.timestamps, probe, entries.queue_ids, entries.queue_offsets, entries.commit_log_offsets
-                )
+                if entries.slots is not None and entries.filter is not None:
+                    table.restore(entries, entries.slots, entries.filter)
+                else:
+                    probe = self._shape.probe(entries.hashes)
+                    table.insert(
+                        entries.timestamps, probe, entries.queue_ids, entries.queue_offsets, entries.commit_log_offsets
+                    )
                 self._tables.append(table)
         if saved.through > end:  # records it vouched for were lost: later ones will take their place
             path.unlink()

@@ -18,8 +18,12 @@ of a window's tables are the rows of one matrix, reused as tables come and go.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from broker.store.window_snapshot import TableEntries
 
 U64 = np.uint64
 _EMPTY = -1  # a slot without entry; as an entry index it names the sentinel entry, never live
@@ -88,6 +92,26 @@ class KeyTable:
     @property
     def room(self) -> int:
         return self.capacity - self.size
+
+    @property
+    def slots(self) -> np.ndarray:
+        return self._slots
+
+    def restore(self, entries: TableEntries, slots: np.ndarray, filter_words: np.ndarray) -> None:
+        """Take a saved table whole (an empty table of the same shape): its entries, and the slots and
+        filter saved with them, so no key is placed again. Slots or filter bits saved from keys added
+        after the entries were (the save reads the live arrays) name entries past `size`, which no
+        lookup finds live, or only let more keys probe: both harmless."""
+        n = len(entries.hashes)
+        self.hashes[:n] = entries.hashes
+        self.timestamps[:n] = entries.timestamps
+        self.queue_ids[:n] = entries.queue_ids
+        self.queue_offsets[:n] = entries.queue_offsets
+        self.commit_log_offsets[:n] = entries.commit_log_offsets
+        self.size = n
+        self.newest_timestamp = int(entries.timestamps.max()) if n else -1
+        self._slots = slots.astype(np.int32, copy=False)
+        self.filter[:] = filter_words
 
     def find(self, probe: Probe, cutoff_ms: int) -> tuple[np.ndarray, np.ndarray]:
         """The rows of `probe` whose hash was stored at or after `cutoff_ms`, and their entries."""
