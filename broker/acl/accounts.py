@@ -74,16 +74,30 @@ class AclConfig:
     accounts: Mapping[str, Account]
 
 
-def load_acl(path: Path) -> AclConfig:
+def load_acl(path: Path, *, reload: bool = False) -> AclConfig:
+    """The accounts of the file at `path`; `reload`: see parse_acl."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise AclFileError(f"cannot read the ACL accounts file {path}: {exc.strerror or exc}") from None
-    return parse_acl(text, str(path))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise AclFileError(
+            f"{path}:{line}: not UTF-8: byte 0x{data[exc.start]:02x} at column {column} (offset {exc.start})"
+        ) from None
+    return parse_acl(text, str(path), reload=reload)
 
 
-def parse_acl(text: str, source: str) -> AclConfig:
-    """The accounts of a plain_acl.yml text; AclFileError names `source`, the line and the reason."""
+def parse_acl(text: str, source: str, *, reload: bool = False) -> AclConfig:
+    """The accounts of a plain_acl.yml text; AclFileError names `source`, the line and the reason.
+
+    On a `reload`, a text without `accounts` (an empty file, most often one an editor has cut
+    before writing it anew) is an error, so the broker keeps its accounts instead of refusing
+    every request until the next poll; `accounts: []` removes them all.
+    """
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -92,9 +106,12 @@ def parse_acl(text: str, source: str) -> AclConfig:
         problem = getattr(exc, "problem", None) or str(exc)
         raise AclFileError(f"{source}{line}: not valid YAML: {problem}") from None
     reader = _Reader(source)
-    if root is None:
+    if root is None and not reload:
         return AclConfig((), {})
-    top = reader.mapping(root, _TOP_KEYS, "the file")
+    top = reader.mapping(root, _TOP_KEYS, "the file") if root is not None else {}
+    if reload and "accounts" not in top:
+        state = "is empty" if root is None else "has no accounts key"
+        raise AclFileError(f"{source}: the file {state} (half written?); 'accounts: []' removes every account")
     white = tuple(reader.address(node) for node in reader.sequence(top.get("globalWhiteRemoteAddresses")))
     accounts: dict[str, Account] = {}
     for node in reader.sequence(top.get("accounts")):

@@ -1,8 +1,9 @@
 """Reloads the accounts file when it changes, as Apache RocketMQ's AclFileWatchService (every 500 ms).
 
 A poll costs one `stat` on the event loop; a changed file (modification time, size or inode) is
-read and parsed on a worker thread. A file that cannot be used keeps the last good accounts and
-logs an ERROR naming the line and the reason, once per change.
+read and parsed on a worker thread. A file that cannot be used (an empty one included: see
+accounts.parse_acl) keeps the last good accounts and logs an ERROR naming the line and the reason,
+once per change.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class AclFileWatcher:
             return
         self._stamp = stamp
         try:
-            config: AclConfig = await asyncio.to_thread(load_acl, self.path)
+            config: AclConfig = await asyncio.to_thread(lambda: load_acl(self.path, reload=True))
         except AclFileError as exc:
             log.error("%s; keeping the last good accounts", exc)  # noqa: TRY400 - the reason is the whole story
             return

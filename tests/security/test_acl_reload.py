@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.acl.accounts import AclFileError, parse_acl
+from broker.acl.accounts import AclFileError, load_acl, parse_acl
 from broker.acl.addresses import parse_address_pattern
 from broker.acl.permission import Perm
 from rocketspark.remoting.codes import ResponseCode
@@ -55,6 +55,31 @@ async def test_an_added_account_is_accepted_and_a_broken_edit_keeps_the_old_ones
         # the last good accounts stay, the newcomer's included
         assert await send_code(connection, NEWCOMER) == ResponseCode.SUCCESS
         assert await send_code(connection, USER) == ResponseCode.SUCCESS
+
+
+async def test_an_emptied_file_keeps_the_accounts(acl_broker: AclBroker) -> None:
+    """An editor that cuts the file before writing it anew must not refuse everyone for a poll."""
+    async with RawConnection(acl_broker.broker.address) as connection:
+        for text, state in (("", "is empty"), ("globalWhiteRemoteAddresses:\n", "has no accounts key")):
+            acl_broker.acl_file.write_text(text)
+            expected = f"{acl_broker.acl_file}: the file {state}"
+            await eventually(
+                lambda expected=expected: expected in acl_broker.broker.log_tail(), timeout_s=5, what="reload refused"
+            )  # the reload has happened: the accounts it kept are the ones checked next
+            assert await send_code(connection, USER) == ResponseCode.SUCCESS
+        write_atomically(acl_broker.acl_file, "accounts: []\n")  # said explicitly: no accounts at all
+        await eventually(lambda: refused(connection, USER), timeout_s=5, interval_s=0.1, what="every account removed")
+
+
+async def refused(connection: RawConnection, credentials: SessionCredentials) -> bool:
+    return await send_code(connection, credentials) == ResponseCode.NO_PERMISSION
+
+
+def test_a_file_that_is_not_utf8_names_line_and_column(tmp_path: Path) -> None:
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_bytes(b"accounts:\n  - accessKey: caf\xe9-key\n")
+    with pytest.raises(AclFileError, match=rf"^{re.escape(str(acl_file))}:2: not UTF-8: byte 0xe9 at column 19"):
+        load_acl(acl_file)
 
 
 def test_a_malformed_file_at_start_is_refused_with_line_and_reason(servers: ServerFactory, tmp_path: Path) -> None:
