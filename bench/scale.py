@@ -32,14 +32,11 @@ from bench.consume import BODY, CHUNK, TOPIC, key_of, max_offsets, read_all
 from bench.ingest import prepare_topic
 from bench.report import percentiles_ms, progress, record
 from bench.single_records import uniq_key_of, write_single_records
-from rocketspark import AsyncProducer
+from rocketspark import AsyncProducer, Message
 from rocketspark.client.api import admin
-from rocketspark.client.api.send import send_message
-from rocketspark.message.properties import encode_properties
 from rocketspark.message.record_decoding import decode_records
 from rocketspark.processes import broker_process, namesrv_process, wait_registered
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.headers.send import SendMessageRequestHeader
 
 LOOKUPS = 200
 STANDARD_SAMPLE = 1_000_000
@@ -69,32 +66,17 @@ async def lookups(target: Cluster, stored: int) -> list[float]:
 
 async def restart_seconds(target: Cluster, *, crash: bool) -> float:
     """Stop the broker (SIGTERM, or SIGKILL for `crash`), start it on the same data, and time
-    from the new process's start until a send to it is acknowledged (and it is registered)."""
+    from the new process's start until it is registered and a producer's send is acknowledged."""
     if crash:
         target.broker.kill()
     else:
         target.broker.stop()
     started = time.perf_counter()
     await asyncio.to_thread(target.broker.start, 600.0)
-    remoting = RemotingClient()
-    try:
-        header = SendMessageRequestHeader(
-            producer_group="bench_restart",
-            topic=TOPIC,
-            default_topic="TBW102",
-            default_topic_queue_nums=4,
-            queue_id=0,
-            sys_flag=0,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
-            properties=encode_properties({"UNIQ_KEY": f"restart-{time.time_ns()}", "WAIT": "true"}),
-        )
-        await send_message(remoting, target.broker.address, "broker-a", header, BODY, msg_id="")
-    finally:
-        await remoting.close()
-    acknowledged = time.perf_counter() - started
     await asyncio.to_thread(wait_registered, target.namesrv_addr, target.broker.address, (TOPIC,), 60.0)
-    return acknowledged
+    async with AsyncProducer("bench_restart", namesrv_addr=target.namesrv_addr, send_timeout_ms=60_000) as producer:
+        await producer.send(Message(TOPIC, BODY))
+    return time.perf_counter() - started
 
 
 async def preload_arrow(target: Cluster, count: int) -> None:
