@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from rocketspark.message.message import Message, MessageExt
     from rocketspark.message.queue import MessageQueue
     from rocketspark.remoting.body.heartbeat import ConsumeFromWhere, MessageModel
+    from rocketspark.remoting.errors import TlsHandshakeError
     from rocketspark.remoting.signing import SessionCredentials
     from rocketspark.remoting.tls import TlsTrust
 
@@ -65,6 +66,7 @@ _EXPORTS = {
     "MessageQueue": "rocketspark.message.queue",
     "ConsumeFromWhere": "rocketspark.remoting.body.heartbeat",
     "MessageModel": "rocketspark.remoting.body.heartbeat",
+    "TlsHandshakeError": "rocketspark.remoting.errors",
     "SessionCredentials": "rocketspark.remoting.signing",
     "TlsTrust": "rocketspark.remoting.tls",
 }
@@ -102,6 +104,7 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "SessionCredentials",
+    "TlsHandshakeError",
     "TlsTrust",
     "TransactionListener",
     "TransactionProducer",

@@ -1,7 +1,7 @@
 """The server's own accept path on asyncio's loop, in this process: every accepted socket (plain or TLS)
 has TCP_NODELAY; with TLS disabled and frames allowed past 0x16 << 24 bytes, a connection opening with
 0x16 is the plain frame it is; every address the host resolves to is bound, on one port; and a client
-trusts any certificate for "any" as for "insecure"."""
+trusts any certificate for "any" as for "insecure"; TlsHandshakeError is exported."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.codes import RequestCode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
+from rocketspark.remoting.errors import TlsHandshakeError
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.server import RemotingServer
 from rocketspark.remoting.tls import PERMISSIVE_MAX_FRAME_LENGTH, ServerTls, TlsTrust, client_context, server_tls
@@ -96,3 +97,11 @@ async def test_any_is_insecure_trust(permissive: RemotingServer) -> None:
         finally:
             await client.close()
     assert client_context(TlsTrust.ANY).verify_mode == client_context("any").verify_mode
+
+
+def test_tls_handshake_error_is_exported() -> None:
+    """docs/client.md lists it among the errors one catches: `from rocketspark import TlsHandshakeError`."""
+    import rocketspark
+
+    assert rocketspark.TlsHandshakeError is TlsHandshakeError
+    assert "TlsHandshakeError" in rocketspark.__all__
