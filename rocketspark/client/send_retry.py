@@ -3,7 +3,8 @@
 As Java's DefaultMQProducer: a send that failed with a connection error or one of the answers in
 `RETRY_CODES` is tried again on another broker, up to `retry_times_when_send_failed` times, within one
 deadline shared by every attempt; a send to a fixed queue (explicit, or by sharding key) is not. A
-refusal of the broker's access control (AccessDeniedError) is raised at once. `SYSTEM_BUSY` is
+refusal of the broker's access control (AccessDeniedError) is raised at once; any other NO_PERMISSION
+(a topic whose write permission was wiped on that broker) is tried on another broker, as Java does. `SYSTEM_BUSY` is
 different: the broker refused without storing anything because it cannot keep up, so the send is tried
 again after an exponential backoff with jitter (as RocketMQ's clients back off when a broker asks for
 fewer requests), until the send's deadline rather than a number of times (a busy answer is a request to
