@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from broker.context import HasConfig, HasHold, HasStats, HasStore, HasStoreConfig, HasTopics
+import orjson
+
+from broker.context import HasConfig, HasHold, HasStats, HasStore, HasStoreConfig, HasTopics, HasTransactions
 from rocketspark import __version__
 from rocketspark.remoting.body.kv import KVTable
 from rocketspark.remoting.codes import CURRENT_VERSION, RequestCode
@@ -14,7 +16,7 @@ from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.settings import describe
 
 
-class BrokerAdminContext(HasConfig, HasStoreConfig, HasTopics, HasStore, HasStats, HasHold, Protocol):
+class BrokerAdminContext(HasConfig, HasStoreConfig, HasTopics, HasStore, HasStats, HasHold, HasTransactions, Protocol):
     """What BrokerAdminProcessor reads of the broker."""
 
 
@@ -33,7 +35,8 @@ class BrokerAdminProcessor:
         response.ext_fields["version"] = self.broker.topics.data_version.to_json().decode()
         return response
 
-    def runtime_info(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def runtime_info(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        """`transactionHalfMessages` (ours): a JSON object, per topic the half messages not ended."""
         broker = self.broker
         store = broker.store
         appender = store.appender
@@ -49,6 +52,9 @@ class BrokerAdminProcessor:
             "groupCommitFsyncs": str(appender.fsyncs),
             "heldPullRequests": str(broker.hold.held_count),
             "arrowEnable": "true" if broker.config.arrow_enable else "false",
+            "transactionHalfMessages": orjson.dumps(
+                dict(sorted((await broker.transactions.waiting()).items()))
+            ).decode(),
         }
         table.update(broker.stats.as_table())
         return request.response(body=KVTable(table).to_json())

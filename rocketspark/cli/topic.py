@@ -109,18 +109,24 @@ def list_topics(
 @topic_app.command("describe")
 @client_command
 def describe(topic: Annotated[str, typer.Argument(help="topic name")], namesrv: NamesrvOption) -> None:
-    """The topic's queues: broker, min and max offset, messages, last store time; a total line."""
-    from rocketspark.client.api.admin import get_topic_stats  # noqa: PLC0415
+    """The topic's queues: broker, min and max offset, messages, last store time; a total line; the
+    half messages (transactional sends) waiting for their commit or rollback, per broker."""
+    from rocketspark.client.api.admin import get_runtime_info, get_topic_stats  # noqa: PLC0415
     from rocketspark.client.routes import master_addresses  # noqa: PLC0415
     from rocketspark.remoting.body.stats import TopicStatsTable  # noqa: PLC0415
 
-    async def work(admin: Admin) -> tuple[TopicRouteData, list[TopicStatsTable]]:
+    async def work(admin: Admin) -> tuple[TopicRouteData, list[TopicStatsTable], dict[str, int | None]]:
         route = await admin.route(topic)
-        masters = master_addresses(route)
-        stats = await asyncio.gather(*(get_topic_stats(admin.client, a, topic) for _, a in sorted(masters.items())))
-        return route, list(stats)
+        masters = sorted(master_addresses(route).items())
+        stats = await asyncio.gather(*(get_topic_stats(admin.client, a, topic) for _, a in masters))
+        infos = await asyncio.gather(*(get_runtime_info(admin.client, a) for _, a in masters))
+        return (
+            route,
+            list(stats),
+            {name: _half_messages(info, topic) for (name, _), info in zip(masters, infos, strict=True)},
+        )
 
-    route, stats = run_admin(namesrv, work)
+    route, stats, halves = run_admin(namesrv, work)
     out = console()
     for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
         out.print(
@@ -146,6 +152,18 @@ def describe(topic: Annotated[str, typer.Argument(help="topic name")], namesrv: 
     for column in table.columns[1:5]:
         column.justify = "right"
     out.print(table)
+    known = {name: count for name, count in halves.items() if count is not None}
+    if known:
+        per_broker = ", ".join(f"{name}: {count}" for name, count in known.items())
+        out.print(f"half messages waiting for a commit or rollback: {sum(known.values())} ({per_broker})")
+
+
+def _half_messages(runtime_info: dict[str, str], topic: str) -> int | None:
+    """The topic's half messages not ended on a broker (None: the broker does not say, as Apache's)."""
+    import orjson  # noqa: PLC0415
+
+    raw = runtime_info.get("transactionHalfMessages")
+    return None if raw is None else int(orjson.loads(raw).get(topic, 0))
 
 
 def _perm(perm: int) -> str:

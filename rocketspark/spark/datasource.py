@@ -61,6 +61,7 @@ class RocketMQDataSource(DataSource):
     def _sink_options(self, schema: StructType, overwrite: bool) -> SinkOptions:
         """Checked on the driver before any task starts: options, columns, save mode, topic."""
         from rocketspark.spark.sink_options import check_input, parse_sink  # noqa: PLC0415
+        from rocketspark.spark.transactional import listener  # noqa: PLC0415
         from rocketspark.spark.writing import check_topic  # noqa: PLC0415
 
         options = parse_sink(self.options)
@@ -70,7 +71,7 @@ class RocketMQDataSource(DataSource):
                 "(overwrite is not supported)"
             )
         check_input(schema, options)
-        check_topic(options)
+        (listener.check_topic if options.transactional else check_topic)(options)
         return options
 
     def writer(self, schema: StructType, overwrite: bool) -> RocketMQBatchWriter | TransactionalBatchWriter:

@@ -7,7 +7,10 @@ record's path and its task attempt (the properties RECORD_PROPERTY and ATTEMPT_P
 producer of the group that can read the path answers the brokers' checks from it:
 
 * no record: the batch has not committed yet (UNKNOWN);
-* `committing` or `committed`: COMMIT for the attempts it lists, ROLLBACK for any other;
+* `committing`: UNKNOWN for the attempts it lists (the driver is ending them, or a restarted driver
+  will: a check answering COMMIT meanwhile would race it, and Apache RocketMQ stores a commit that
+  arrives twice twice), ROLLBACK for any other;
+* `committed`: COMMIT for the attempts it lists (an end that never arrived), ROLLBACK for any other;
 * `aborted`: ROLLBACK for the attempts it lists, UNKNOWN for others (a later run of the batch).
 
 `committing` is written (atomically, fsynced) before the driver ends any half message and lists
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,9 +50,12 @@ class BatchRecord:
 
     def answer(self, attempt: str) -> TransactionStatus:
         """How a check of a half message of `attempt` is answered."""
+        listed = attempt in self.attempts
         if self.state is RecordState.ABORTED:
-            return TransactionStatus.ROLLBACK if attempt in self.attempts else TransactionStatus.UNKNOWN
-        return TransactionStatus.COMMIT if attempt in self.attempts else TransactionStatus.ROLLBACK
+            return TransactionStatus.ROLLBACK if listed else TransactionStatus.UNKNOWN
+        if not listed:
+            return TransactionStatus.ROLLBACK
+        return TransactionStatus.COMMIT if self.state is RecordState.COMMITTED else TransactionStatus.UNKNOWN
 
     @property
     def commits(self) -> bool:
@@ -89,7 +94,3 @@ def load(path: str) -> BatchRecord | None:
 def save(path: str, record: BatchRecord) -> None:
     """Write the record durably (temporary file, fsync, rename, fsync of the directory)."""
     write_atomically(Path(path), record.to_json())
-
-
-def attempts_of(halves: Iterable[tuple[str, HalfMessage]]) -> frozenset[str]:
-    return frozenset(attempt for attempt, _ in halves)
