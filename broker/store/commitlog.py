@@ -19,14 +19,16 @@ from __future__ import annotations
 import bisect
 import contextlib
 import errno
+import functools
 import itertools
 import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -112,6 +114,11 @@ class Placement:
     segment: Segment
 
 
+def _read_granules(granules: list[tuple[Segment, int, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The records of granules, each given with its segment and that segment's size (blocking)."""
+    return [segment.positions.granule(segment.fd, number, size) for segment, number, size in granules]
+
+
 class CommitLog:
     def __init__(self, directory: Path, segment_size: int, cache_bytes: int, positions_dir: Path | None = None) -> None:
         self.directory = directory
@@ -124,6 +131,8 @@ class CommitLog:
         self._cache_limit = cache_bytes
         self._unflushed: set[Segment] = set()
         self._granules: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        # runs blocking reads of :meth:`locate_many` on a reader thread (set by the store); None: inline
+        self.reader: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -295,23 +304,57 @@ class CommitLog:
             raise LookupError(f"commit log offset {position} is outside {self.min_offset}..{self.max_offset}")
         return segment
 
-    def locate_many(self, commit_log_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`locate` of many offsets at once: the positions of their batches (-1 where no
-        message is) and their rows, one numpy pass per segment."""
+    async def locate_many(self, commit_log_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The records (their positions, -1 where no message is) and rows of the messages at
+        `commit_log_offsets` (event loop). The headers of granules not cached are read with
+        `reader` (a reader thread, once the store serves), a granule at most per offset."""
         offsets = commit_log_offsets.astype(np.int64, copy=False)
-        positions = np.full(len(offsets), -1, dtype=np.int64)
-        rows = np.zeros(len(offsets), dtype=np.int64)
+        granules: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        missing: list[tuple[Segment, int]] = []
+        for segment, number in self._granules_of(offsets):
+            key = (segment.serial, number)
+            if key in self._granules:
+                self._granules.move_to_end(key)
+                granules[key] = self._granules[key]
+            else:
+                missing.append((segment, number))
+        if missing:
+            load = functools.partial(_read_granules, [(s, g, s.size) for s, g in missing])
+            loaded = await self.reader(load) if self.reader is not None else load()
+            for (segment, number), found in zip(missing, loaded, strict=True):
+                granules[(segment.serial, number)] = found
+                self._keep_granule(segment, number, found)
+        return self._locate(offsets, granules)
+
+    def _granules_of(self, offsets: np.ndarray) -> list[tuple[Segment, int]]:
+        found: list[tuple[Segment, int]] = []
+        for segment, inside in self._segments_holding(offsets):
+            found += [(segment, g) for g in np.unique((offsets[inside] - segment.start) // GRANULE).tolist()]
+        return found
+
+    def _segments_holding(self, offsets: np.ndarray) -> Iterator[tuple[Segment, np.ndarray]]:
         if not len(offsets):
-            return positions, rows
+            return
         first = max(0, bisect.bisect_right(self._starts, int(offsets.min())) - 1)
         last = bisect.bisect_right(self._starts, int(offsets.max()))
         for segment in self.segments[first:last]:
             inside = np.flatnonzero((offsets >= segment.start) & (offsets < segment.end))
+            if len(inside):
+                yield segment, inside
+
+    def _locate(
+        self, offsets: np.ndarray, read: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        positions = np.full(len(offsets), -1, dtype=np.int64)
+        rows = np.zeros(len(offsets), dtype=np.int64)
+        for segment, inside in self._segments_holding(offsets):
             local = offsets[inside] - segment.start
             granules = local // GRANULE
             for granule in np.unique(granules).tolist():
                 at = granules == granule
-                starts, counts = self._granule(segment, granule)
+                if (segment.serial, granule) not in read:  # the segment grew meanwhile: not wanted then
+                    continue
+                starts, counts = read[(segment.serial, granule)]
                 index = np.searchsorted(starts, local[at], side="right") - 1
                 which, index = inside[at][index >= 0], index[index >= 0]
                 row = offsets[which] - segment.start - starts[index]
@@ -320,21 +363,12 @@ class CommitLog:
                 rows[which[held]] = row[held]
         return positions, rows
 
-    def _granule(self, segment: Segment, number: int) -> tuple[np.ndarray, np.ndarray]:
-        """The record starts (in the segment) and row counts of a granule, parsed once while it is
-        complete and then kept in a small cache. Reads the headers from disk when not cached
-        (blocking, a block or two: where an event-loop caller uses it, see the module docstring)."""
-        key = (segment.serial, number)
-        found = self._granules.get(key)
-        if found is not None:
-            self._granules.move_to_end(key)
-            return found
-        found = segment.positions.granule(segment.fd, number, segment.size)
-        if (number + 1) * GRANULE < segment.size:  # the granule's records are all written: final
-            self._granules[key] = found
+    def _keep_granule(self, segment: Segment, number: int, found: tuple[np.ndarray, np.ndarray]) -> None:
+        """Cache a granule's records once they are all written (they never change then)."""
+        if (number + 1) * GRANULE < segment.size and segment in self.segments:
+            self._granules[(segment.serial, number)] = found
             while len(self._granules) > _GRANULES_CACHED:
                 self._granules.popitem(last=False)
-        return found
 
     def batches_between(self, start: int, end: int) -> list[int]:
         """Positions of the records in [start, end), in log order, read from disk (blocking: the

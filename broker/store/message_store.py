@@ -61,6 +61,7 @@ class MessageStore:
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-io")
         self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="store-read")
         self._reads = InFlightReads(self._reader)
+        self.commit_log.reader = self._reads.submit
         self.disk = DiskSpace(config)
         self.retention = Retention(
             config, self.commit_log, self.queues, self.index, self._reads, self._io, self.logics.build_index, self.disk

@@ -247,7 +247,7 @@ async def read_bodies(
 
     `batch_at` gives the stored batch at a position, from the cache or read on a reader thread.
     """
-    positions, rows = commit_log.locate_many(offsets)
+    positions, rows = await commit_log.locate_many(offsets)
     located = np.flatnonzero(positions >= 0)
     batch_positions, batch_of = np.unique(positions[located], return_inverse=True)
     batches = await asyncio.gather(*(_batch_or_none(batch_at, int(p)) for p in batch_positions.tolist()))

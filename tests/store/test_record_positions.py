@@ -124,3 +124,27 @@ async def test_lookups_by_offset_read_headers_on_reader_threads(
             and found.column("body")[0].as_py() == batch.column("body")[offsets.tolist().index(offset)].as_py()
         )
     assert threads and loop.name not in threads
+
+
+async def test_a_resend_finds_its_first_copy_reading_headers_on_reader_threads(
+    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The duplicate check locates a resent key's first copy by its commit log offset: the
+    granule's headers are read on a reader thread, not on the event loop."""
+    settings = {"mapped_file_size_commit_log": SEGMENT, "batch_cache_bytes": 1, "duplicate_window_seconds": 600}
+    store = await open_store(**settings)
+    firsts = [await store.put_messages("T", 0, [message(b"K-%d" % i, uniq=f"K-{i}")]) for i in range(200)]
+    await store.stop()
+    reopened = await open_store(**settings)  # nothing of the log cached
+    loop = threading.current_thread().name
+    threads: list[str] = []
+    real = os.pread
+
+    def watched(fd: int, length: int, offset: int) -> bytes:
+        threads.append(threading.current_thread().name)
+        return real(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", watched)
+    again = await reopened.put_messages("T", 0, [message(b"K-150", uniq="K-150")])
+    assert again.duplicates == 1 and again.commit_log_offsets[0] == firsts[150].first_commit_log_offset
+    assert threads and loop not in threads, threads
