@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +27,30 @@ def stream(spark: SparkSession, cluster: SparkCluster, topic: str, group: str, *
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def batch(spark: SparkSession, cluster: SparkCluster, topic: str, **options: str) -> DataFrame:
+    """A bounded read of `topic` (spark.read) with `options`."""
+    reader = spark.read.format("rocketmq").option("nameserver", cluster.namesrv_addr).option("topic", topic)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def run_python_with_spark(code: str, *args: str, cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """`code` run by this interpreter in a process of its own, set up to start Spark (its Python
+    workers run this interpreter, bound to 127.0.0.1): a SparkSession of its own, not the test
+    run's."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout_s,
+        check=False,
+    )
 
 
 def run_available_now(

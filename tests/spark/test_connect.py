@@ -5,14 +5,12 @@ SparkSession stays the only session of this process."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.spark.cluster import SparkCluster
+from tests.spark.queries import run_python_with_spark
 
 #: the README's first stream, then a batch write and a batch read, through a Connect session
 CONNECT_CLIENT = r"""
@@ -55,16 +53,7 @@ def test_the_readmes_first_stream_and_batch_io_through_a_spark_connect_session(
 ) -> None:
     two_brokers.create_topic("FirstStream", queues=2)
     two_brokers.create_topic("ConnectWritten", queues=2)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    finished = subprocess.run(
-        [sys.executable, "-c", CONNECT_CLIENT, two_brokers.namesrv_addr],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-        check=False,
-    )
+    finished = run_python_with_spark(CONNECT_CLIENT, two_brokers.namesrv_addr, cwd=tmp_path, timeout_s=300)
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert "connect session pyspark.sql.connect.session" in finished.stdout
     assert "streamed 10" in finished.stdout

@@ -8,12 +8,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from rocketspark import Message, Producer
 from tests.spark.cluster import SparkCluster
-from tests.spark.queries import stream, wait_for
+from tests.spark.queries import batch, stream, wait_for
 
 TAGS = ("A", "B", "C")  # a cycle of 3 over 2 queues: split points never line up with tags
 SEND_BATCH = 500
@@ -38,13 +38,6 @@ def send(cluster: SparkCluster, topic: str, first: int, count: int) -> list[tupl
     return sent
 
 
-def read(spark: SparkSession, cluster: SparkCluster, topic: str, **options: str) -> DataFrame:
-    reader = spark.read.format("rocketmq").option("nameserver", cluster.namesrv_addr).option("topic", topic)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
-
-
 def bodies(frame: DataFrame) -> list[str]:
     return sorted(r.body for r in frame.selectExpr("CAST(body AS STRING) AS body").collect())
 
@@ -53,7 +46,7 @@ def test_a_2_queue_topic_read_in_split_ranges(spark, two_brokers) -> None:
     two_brokers.create_topic("Split", queues=1)
     sent = send(two_brokers, "Split", 0, 6000)
 
-    split = read(spark, two_brokers, "Split", minPartitions="6")
+    split = batch(spark, two_brokers, "Split", minPartitions="6")
     assert split.rdd.getNumPartitions() >= 6
     rows = split.select(F.spark_partition_id().alias("p"), "brokerName", "queueOffset", "body").collect()
     assert sorted(r.body.decode() for r in rows) == sorted(b for b, _ in sent)  # every message once
@@ -65,10 +58,10 @@ def test_a_2_queue_topic_read_in_split_ranges(spark, two_brokers) -> None:
         assert len({b for b, _ in offsets}) == 1
         assert [o for _, o in offsets] == list(range(offsets[0][1], offsets[0][1] + len(offsets)))
 
-    tagged = read(spark, two_brokers, "Split", minPartitions="6", tags="A")
+    tagged = batch(spark, two_brokers, "Split", minPartitions="6", tags="A")
     assert bodies(tagged) == sorted(b for b, t in sent if t == "A")  # exact at every piece's ends
 
-    capped = read(spark, two_brokers, "Split", maxRecordsPerPartition="700")
+    capped = batch(spark, two_brokers, "Split", maxRecordsPerPartition="700")
     sizes = Counter(r.p for r in capped.select(F.spark_partition_id().alias("p")).collect())
     assert max(sizes.values()) <= 700 and sum(sizes.values()) == 6000
     assert len(sizes) == 10  # 3000 per queue: 5 pieces each
@@ -83,9 +76,9 @@ def test_stream_of_split_ranges_reads_each_tagged_message_once_while_a_producer_
     seen: list[str] = []
     partitions: list[int] = []
 
-    def record(batch: DataFrame, batch_id: int) -> None:
-        partitions.append(batch.rdd.getNumPartitions())
-        seen.extend(bodies(batch))
+    def record(micro_batch: DataFrame, batch_id: int) -> None:
+        partitions.append(micro_batch.rdd.getNumPartitions())
+        seen.extend(bodies(micro_batch))
 
     frame = stream(
         spark,

@@ -12,6 +12,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tests.spark.cluster import SparkCluster
+from tests.spark.queries import batch
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
@@ -27,10 +28,7 @@ def read(spark: SparkSession, cluster: SparkCluster, condition: Column, *, pushd
     """The filtered read, computed with the session's pushdown setting on or off."""
     spark.conf.set(PUSHDOWN, str(pushdown).lower())
     try:
-        reader = spark.read.format("rocketmq").option("nameserver", cluster.namesrv_addr).option("topic", "Pushed")
-        for key, value in options.items():
-            reader = reader.option(key, value)
-        return reader.load().filter(condition).drop("properties").localCheckpoint()
+        return batch(spark, cluster, "Pushed", **options).filter(condition).drop("properties").localCheckpoint()
     finally:
         spark.conf.unset(PUSHDOWN)
 

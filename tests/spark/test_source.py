@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import pkgutil
-import subprocess
-import sys
 import time
 
 import pytest
@@ -23,6 +20,7 @@ from tests.spark.queries import (
     expected_frame,
     forget_last_commit,
     run_available_now,
+    run_python_with_spark,
     run_recording_batches,
     stored_rows,
     stream,
@@ -314,15 +312,8 @@ def test_format_rocketmq_needs_no_registration_in_a_fresh_spark_process(two_brok
     """Spark registers pyspark_* data sources once per JVM: only a new process shows it happening."""
     two_brokers.create_topic("FreshProcess", queues=1)
     two_brokers.produce("FreshProcess", 5)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    finished = subprocess.run(
-        [sys.executable, "-c", FRESH_SPARK_READ, two_brokers.namesrv_addr, "FreshProcess"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=240,
-        check=False,
+    finished = run_python_with_spark(
+        FRESH_SPARK_READ, two_brokers.namesrv_addr, "FreshProcess", cwd=tmp_path, timeout_s=240
     )
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert "rows 5" in finished.stdout

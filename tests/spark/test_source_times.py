@@ -7,9 +7,9 @@ import json
 import time
 
 import pytest
-from pyspark.sql import DataFrameReader
 
 from tests.spark.cluster import Row
+from tests.spark.queries import batch
 
 
 def msg_ids(rows: list[Row], broker: str | None = None) -> list[str]:
@@ -25,14 +25,8 @@ def test_offsets_by_timestamp_per_queue_and_the_strategy_when_none_is_newer(spar
     late = two_brokers.produce("ByTime", 10, first=10)
     future = int(time.time() * 1000) + 3_600_000
 
-    def base() -> DataFrameReader:
-        return spark.read.format("rocketmq").option("nameserver", two_brokers.namesrv_addr).option("topic", "ByTime")
-
     def read_ids(**options: str) -> list[str]:
-        reader = base()
-        for key, value in options.items():
-            reader = reader.option(key, value)
-        return sorted(r.msgId for r in reader.load().select("msgId").collect())
+        return sorted(r.msgId for r in batch(spark, two_brokers, "ByTime", **options).select("msgId").collect())
 
     starting = json.dumps({"ByTime": {"broker-a": {"0": middle}, "broker-b": {"0": 0}}})
     assert read_ids(startingOffsetsByTimestamp=starting) == sorted(
