@@ -107,3 +107,21 @@ def test_max_bytes_per_trigger_caps_every_batch_of_an_available_now_run(spark, t
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
     assert max(sizes) <= 10 and sum(sizes) == 60 and len(sizes) >= 6  # 1000 bytes: 10 bodies of 100
     assert spark.table("byte_limited").select("msgId").distinct().count() == 60
+
+
+def test_available_now_reads_everything_under_a_minimum_and_keeps_the_cap(spark, two_brokers, checkpoint) -> None:
+    two_brokers.create_topic("MinAvailableNow", queues=1)
+    send(two_brokers, "MinAvailableNow", 30)
+    frame = stream(
+        spark,
+        two_brokers,
+        "MinAvailableNow",
+        "min_available_now_group",
+        startingOffsets="earliest",
+        minMessagesPerTrigger="1000",
+        maxTriggerDelay="1h",
+        maxMessagesPerTrigger="20",
+    )
+    query = run_available_now(frame, "memory", checkpoint, name="min_available_now")
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sizes == [20, 10]  # the minimum would have held both batches for an hour
