@@ -4,7 +4,7 @@ Offsets are byte positions in one logical log; segment files hold consecutive ra
 are named by their first offset (20 digits, as RocketMQ names its files). A segment is closed once
 it reaches the configured size, so a record never spans two files. Blocking file work (`write`,
 `sync`, `Segment.read`) is meant for the store's I/O and reader threads; bookkeeping (`reserve`,
-`register`, `locate`, the batch cache and the segment lists) belongs to the event loop, and no
+`register`, `locate_many`, the batch cache and the segment lists) belongs to the event loop, and no
 other thread touches it once the store serves (recovery runs before that, on the I/O thread). The
 two never share state: file work uses positional I/O on file descriptors, and a thread that reads
 a batch is handed its segment by the loop.
