@@ -23,7 +23,7 @@ from rocketspark.message import properties as props
 from rocketspark.message.validation import SCHEDULE_TOPIC
 
 #: on a delivered message: `<level>:<offset>` of the SCHEDULE_TOPIC_XXXX message it was stored from
-ORIGIN = "SCHEDULE_ORIGIN"
+ORIGIN = props.SCHEDULE_ORIGIN
 _ORIGIN_PATTERN = (
     f"(?:^|{props.PROPERTY_SEPARATOR}){ORIGIN}{props.NAME_VALUE_SEPARATOR}(?P<level>[0-9]+):(?P<offset>[0-9]+)"
 )

@@ -208,8 +208,12 @@ class SendMessageProcessor:
             raw = [(header.flag, request.body, header.properties or "")]
         messages = []
         level = 0
-        for flag, body, encoded in raw:
-            properties = props.decode_properties(encoded)
+        for flag, body, sent in raw:
+            properties = props.decode_properties(sent)
+            encoded = sent
+            if props.SCHEDULE_ORIGIN in properties:  # a consumed delivery sent on: only the schedule service sets it
+                del properties[props.SCHEDULE_ORIGIN]
+                encoded = props.encode_properties(properties)
             level = check_message(self.broker, body, encoded, properties, header.sys_flag)
             if (level or is_half(properties)) and batch:
                 raise ValidationError(

@@ -33,6 +33,9 @@ MSG_REGION = "MSG_REGION"
 TRACE_SWITCH = "TRACE_ON"
 TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+#: the bundled broker's mark on a delayed message it delivered (`<level>:<offset>` in SCHEDULE_TOPIC_XXXX);
+#: its schedule service counts these at start-up, so the broker never takes it from a client
+SCHEDULE_ORIGIN = "SCHEDULE_ORIGIN"
 
 #: Keys the system sets; user properties must not use them.
 SYSTEM_KEYS = frozenset(
@@ -59,6 +62,7 @@ SYSTEM_KEYS = frozenset(
         TRACE_SWITCH,
         TIMER_DELAY_SEC,
         TIMER_DELIVER_MS,
+        SCHEDULE_ORIGIN,
     }
 )
 

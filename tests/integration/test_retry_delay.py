@@ -179,6 +179,25 @@ async def test_client_send_to_the_retry_topic_follows_the_same_rules(cluster, cl
     assert (again.body, again.reconsume_times) == (b"again", 2)
 
 
+async def test_a_client_never_sets_the_schedule_services_mark(cluster, client) -> None:
+    """SCHEDULE_ORIGIN tells the schedule service at start-up which deliveries are stored: a client's
+    copy (a consumed delivery sent on) would make it skip a delayed message that was never delivered."""
+    _, broker = cluster
+    forged = {props.SCHEDULE_ORIGIN: "1:0"}
+    await send(client, broker.address, "Forwarded", b"single", queue_id=0, **forged)
+    body = encode_batch_body([(0, b"batched", properties(**forged))])
+    header = send_header("Forwarded", queue_id=1, batch=True)
+    await send_message(
+        client, broker.address, BROKER_NAME, header, body, msg_id="", code=RequestCode.SEND_BATCH_MESSAGE
+    )
+    stored = [
+        *await visible(client, broker.address, "Forwarded", 0),
+        *await visible(client, broker.address, "Forwarded", 1),
+    ]
+    assert [m.body for m in stored] == [b"single", b"batched"]
+    assert all(props.SCHEDULE_ORIGIN not in m.properties for m in stored)
+
+
 @pytest.mark.slow
 async def test_delivery_progress_and_pending_messages_survive_a_restart(
     servers: ServerFactory, tmp_path: Path, client: RemotingClient
