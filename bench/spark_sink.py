@@ -5,7 +5,8 @@ padded to 128 bytes, as binary) in two ways, alternating, twice each (the faster
 
 - "discard": a Python `DataSourceArrowWriter` that counts its batches' rows and drops them, the
   cost of Spark's side (Spark's JVM `noop` sink skips the Python writer and is no fair ceiling);
-- "rocketmq": the sink, each run into a fresh 8-queue topic; the broker must then hold every row.
+- "rocketmq": the sink, each run into a fresh 8-queue topic; the broker must then hold every row;
+- "rocketmq transactional": the sink with `transactional=true`, of at most TRANSACTIONAL_ROWS rows.
 
 The other ceiling is the broker's: the `ingest` scenario's Arrow sends (batches of 10,000, 2 in
 flight, ASYNC_FLUSH) of as many messages, measured in the same run, before and after Spark.
@@ -47,6 +48,8 @@ from rocketspark.spark.session import local_session
 BODY_BYTES = 128
 QUEUES = 8
 ROUNDS = 2
+#: rows of the transactional write (one half message and one end per row: far slower than the default)
+TRANSACTIONAL_ROWS = 50_000
 
 
 @dataclass
@@ -107,12 +110,28 @@ def write_discard(frame: DataFrame, count_file: Path) -> tuple[int, float]:
     return int(count_file.read_text()), elapsed
 
 
-def write_rocketmq(frame: DataFrame, target: Cluster, topic: str) -> float:
+def write_rocketmq(frame: DataFrame, target: Cluster, topic: str, transaction_log: Path | None = None) -> float:
+    """The sink's write; with `transaction_log`, a transactional one (`transactional=true`)."""
     started = time.perf_counter()
-    frame.write.format("rocketmq").option("nameserver", target.namesrv_addr).option("topic", topic).mode(
-        "append"
-    ).save()
+    writer = frame.write.format("rocketmq").option("nameserver", target.namesrv_addr).option("topic", topic)
+    if transaction_log is not None:
+        writer = writer.option("transactional", "true").option("transactionLog", str(transaction_log))
+    writer.mode("append").save()
     return time.perf_counter() - started
+
+
+async def write_transactional(
+    frame: DataFrame, target: Cluster, topic: str, tmp: Path, limit: int
+) -> tuple[int, float]:
+    """A transactional write of the frame's first TRANSACTIONAL_ROWS rows: (rows stored, rows/s)."""
+    await fresh_topic(target, topic)
+    rows = min(limit, TRANSACTIONAL_ROWS)
+    elapsed = write_rocketmq(frame.limit(rows), target, topic, tmp / "transactions")
+    held = await stored(target, topic)
+    progress(
+        f"rocketmq transactional: {rows:,} rows in {elapsed:.1f} s ({held:,} stored): {held / elapsed:,.0f} rows/s"
+    )
+    return held, held / elapsed
 
 
 async def fresh_topic(target: Cluster, topic: str) -> None:
@@ -195,6 +214,9 @@ async def main(seconds: float, limit: int) -> None:
                 if held != limit:
                     raise RuntimeError(f"the sink wrote {limit:,} rows but the broker holds {held:,}")
                 best["rocketmq"] = max(best.get("rocketmq", 0.0), held / elapsed)
+                held, rate = await write_transactional(frame, target, f"BenchSinkTx{round_number}", Path(tmp), limit)
+                verified &= held == min(limit, TRANSACTIONAL_ROWS)
+                best["transactional"] = max(best.get("transactional", 0.0), rate)
             profile_dir = os.environ.get("BENCH_PROFILE_DIR")
             if profile_dir:
                 pids = {f"python-{pid}": pid for pid in python_workers(spark)}
@@ -212,6 +234,12 @@ async def main(seconds: float, limit: int) -> None:
         ["ceiling: Python Arrow writer discarding its batches", limit, round(spark_ceiling), "-"],
         ["ceiling: ingest, Arrow batches of 10,000 (ASYNC_FLUSH)", limit, round(broker_ceiling), "-"],
         ['df.write.format("rocketmq")', limit, round(best["rocketmq"]), round(best["rocketmq"] / lower, 2)],
+        [
+            'df.write.format("rocketmq") transactional=true',
+            min(limit, TRANSACTIONAL_ROWS),
+            round(best["transactional"]),
+            round(best["transactional"] / lower, 2),
+        ],
     ]
     notes = {
         "body_bytes": BODY_BYTES,
@@ -220,5 +248,6 @@ async def main(seconds: float, limit: int) -> None:
         "every row counted by the discard writer and stored by the broker": verified,
         "ingest_rates": ingest_rates,
         "ratio_to_lower_ceiling": round(best["rocketmq"] / lower, 3),
+        "transactional_vs_default": round(best["transactional"] / best["rocketmq"], 3),
     }
     record("spark-sink", ["write", "rows", "rows/s", "vs lower ceiling"], table, notes)

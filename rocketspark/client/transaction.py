@@ -22,6 +22,7 @@ from rocketspark.client.api.send import SendResult, SendStatus, send_message
 from rocketspark.client.api.transaction import end_transaction
 from rocketspark.client.instance import ClientInstance
 from rocketspark.client.producer import AsyncProducer
+from rocketspark.client.send_retry import send_with_retries
 from rocketspark.errors import RocketMQError, ValidationError
 from rocketspark.message import properties as props
 from rocketspark.message import sysflag
@@ -156,7 +157,9 @@ class AsyncTransactionProducer(AsyncProducer):
             await self._running().heartbeat()
 
     async def end_transaction(self, half: HalfMessage, status: TransactionStatus, *, wait: bool = False) -> None:
-        """End `half` by `status`: oneway, as Java, or with `wait` until the broker stored the end."""
+        """End `half` by `status`: oneway, as Java, or with `wait` until the broker stored the end (an
+        end the broker answers SYSTEM_BUSY, having stored nothing, is sent again after a backoff, as
+        sends are, until `send_timeout_ms`)."""
         instance = self._running()
         header = EndTransactionRequestHeader(
             producer_group=self.group,
@@ -168,9 +171,28 @@ class AsyncTransactionProducer(AsyncProducer):
             transaction_id=half.msg_id,
             topic=half.topic,
         )
-        address = await instance.broker_address(half.broker_name, half.topic)
-        timeout_s = self.send_timeout_ms / 1000
-        await end_transaction(instance.remoting, address, header, oneway=not wait, timeout_s=timeout_s)
+        if not wait:
+            address = await instance.broker_address(half.broker_name, half.topic)
+            await end_transaction(instance.remoting, address, header, timeout_s=self.send_timeout_ms / 1000)
+            return
+        queue = MessageQueue(half.topic, half.broker_name, 0)
+
+        async def choose(avoid: str | None) -> MessageQueue:
+            return queue
+
+        async def attempt(target: MessageQueue, remaining_s: float) -> None:
+            address = await instance.broker_address(target.broker_name, target.topic)
+            await end_transaction(instance.remoting, address, header, oneway=False, timeout_s=remaining_s)
+
+        await send_with_retries(
+            half.topic,
+            choose,
+            attempt,
+            retries=0,
+            timeout_s=self.send_timeout_ms / 1000,
+            fixed_queue=True,
+            refresh_route=lambda: instance.route(half.topic, refresh=True),
+        )
 
     # -- Java's API ----------------------------------------------------------------------------
 

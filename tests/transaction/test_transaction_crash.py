@@ -4,6 +4,7 @@ stored again by an end that arrives after it. The duplicate window is off."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from rocketspark.client.config import ClientConfig
 from rocketspark.client.transaction import AsyncTransactionProducer, TransactionStatus
 from rocketspark.message.message import Message
 from rocketspark.message.validation import TRANS_HALF_TOPIC
+from rocketspark.processes import wait_registered
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
@@ -50,6 +52,7 @@ async def test_a_half_message_survives_a_kill_and_is_resolved_by_the_check(
     client = RemotingClient(request_timeout_s=5)
     try:
         await admin.create_topic(client, broker.address, TopicConfig(TOPIC, 1, 1))
+        await asyncio.to_thread(wait_registered, namesrv.address, broker.address, (TOPIC,))
         async with AsyncTransactionProducer("tx_crash", listener, client_config=config) as tx:
             committed = await tx.send_message_in_transaction(Message(TOPIC, b"committed-before"))
             await tx.end_transaction(committed.half, TransactionStatus.COMMIT, wait=True)
@@ -80,6 +83,12 @@ async def test_a_half_message_survives_a_kill_and_is_resolved_by_the_check(
             # one more check round passes (a later half message is checked): nothing stored twice
             later = await tx.send_message_in_transaction(Message(TOPIC, b"later"))
             await eventually(lambda: any(m.msg_id == later.half.msg_id for m in listener.checked), timeout_s=15)
-            assert sorted(await both()) == [b"committed-before", b"later", b"pending"]
+
+            async def three() -> list[bytes]:
+                bodies = await both()
+                return bodies if len(bodies) >= 3 else []
+
+            stored: list[bytes] = await eventually(three, timeout_s=15, what="the later message committed")
+            assert sorted(stored) == [b"committed-before", b"later", b"pending"]
     finally:
         await client.close()

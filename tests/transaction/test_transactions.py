@@ -15,6 +15,7 @@ from rocketspark.client.transaction import AsyncTransactionProducer, Transaction
 from rocketspark.message import properties as props
 from rocketspark.message.message import Message
 from rocketspark.message.validation import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocketspark.processes import wait_registered
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.integration.broker_client import pull_all
@@ -32,7 +33,9 @@ async def client() -> AsyncIterator[RemotingClient]:
 
 
 async def topic_of_one_queue(client: RemotingClient, cluster: Cluster, topic: str) -> None:
+    """Created and routed (a producer asking before would get TBW102's queues)."""
     await admin.create_topic(client, cluster.broker.address, TopicConfig(topic, 1, 1))
+    await asyncio.to_thread(wait_registered, cluster.namesrv.address, cluster.broker.address, (topic,))
 
 
 async def visible(client: RemotingClient, cluster: Cluster, topic: str) -> list[bytes]:
