@@ -8,7 +8,8 @@ A filter is taken only when the read guarantees it, so Spark need not check it a
 - `queueId` `=` or `IN`: only those queues are planned;
 - `queueOffset` `>`, `>=`, `<`, `<=`, `=`: every queue's range is cut to those offsets;
 - `tags` `=` or `IN`: the broker's tag filter, intersected with the `tags` option (the client
-  checks tags exactly; the broker filters by hash code only).
+  checks tags exactly; the broker filters by hash code only); only values the tag expression reads
+  as that one tag (not empty, not `*`, no surrounding spaces, no `|`).
 
 Every other filter, and these with values of another type, stay with Spark.
 """
@@ -99,7 +100,7 @@ def push(filters: Iterable[Filter]) -> tuple[Pushed, list[Filter]]:
             offsets = offsets.meet(_compared(item, item.value))
         elif column == ("queueId",) and values is not None and all(map(_is_int, values)):
             queue_ids = frozenset(values) if queue_ids is None else queue_ids & frozenset(values)
-        elif column == ("tags",) and values is not None and all(isinstance(v, str) for v in values):
+        elif column == ("tags",) and values is not None and all(map(_is_plain_tag, values)):
             tags = frozenset(values) if tags is None else tags & frozenset(values)
         else:
             left.append(item)
@@ -119,6 +120,12 @@ def _values(item: Filter) -> list[Any] | None:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_plain_tag(value: object) -> bool:
+    """Whether the broker's tag expression reads `value` as that one tag: not empty, not `*`
+    (every tag), no surrounding spaces (trimmed) and no `|` (`||` separates tags)."""
+    return isinstance(value, str) and value not in ("", "*") and value == value.strip() and "|" not in value
 
 
 def _is_time(value: object) -> bool:

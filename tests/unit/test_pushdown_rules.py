@@ -70,3 +70,14 @@ def test_ranges_cut_to_queues_offsets_and_times() -> None:
     by_time = {A0: (20, 80), B0: (70, 90)}
     assert narrow(start, end, pushed, by_time) == ({A0: 20, B0: 70}, {A0: 60, B0: 70})  # B0: empty
     assert narrow(start, end, Pushed(), {}) == (start, end)
+
+
+def test_tag_values_the_broker_would_read_as_an_expression_stay_with_spark() -> None:
+    """`*` subscribes to everything, `''` and `' A'` are trimmed, `A || B` names two tags: pushed as
+    a tag filter, each would read other rows than `tags = value`, so Spark checks them."""
+    for value in ("*", "", " A", "A ", "A || B", "A||B", "A|B"):
+        equal, among = EqualTo(("tags",), value), In(("tags",), ("C", value))
+        pushed, left = push([equal, among])
+        assert left == [equal, among], value
+        assert pushed.tags is None and pushed.tag_expression("*") == "*"
+    assert push([In(("tags",), ("A", "B"))])[1] == []
