@@ -66,19 +66,18 @@ def limit_bytes(
 ) -> dict[MessageQueue, int]:
     """maxBytesPerTrigger: `ends` cut so that the batch's stored bodies add up to at most
     `max_bytes`, shared over the queues that advance in proportion to the messages each would
-    read, whole messages only. When no queue's share holds even one message, the queue with the
-    most to read takes one (a batch always moves on, as Spark's file source takes one file larger
-    than its maxBytesPerTrigger). A queue whose broker did not answer stays where it is."""
+    read, whole messages only. Every queue with a backlog whose broker answered takes at least one
+    message, even when its share holds none (as Kafka's maxOffsetsPerTrigger rounds a share below
+    one offset up, and Spark's file source takes one file larger than its maxBytesPerTrigger): so
+    a small backlog beside a growing one is never starved, and a batch may pass `max_bytes` by up
+    to one message per queue. A queue whose broker did not answer stays where it is."""
     backlog = {q: ends[q] - begin[q] for q in begin if ends.get(q, begin[q]) > begin[q]}
     total = sum(backlog.values())
     if not total:
         return ends
     reached = fit({q: (begin[q], ends[q], max_bytes * n // total) for q, n in backlog.items()})
-    limited = {**ends, **{q: min(ends[q], max(begin[q], reached.get(q, begin[q]))) for q in backlog}}
-    if all(limited[q] == begin[q] for q in backlog):
-        largest = min(backlog, key=lambda q: (-backlog[q], q))
-        limited[largest] = begin[largest] + 1
-    return limited
+    answered = {q: min(ends[q], max(begin[q] + 1, reached[q])) for q in backlog if q in reached}
+    return {**ends, **{q: begin[q] for q in backlog}, **answered}
 
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}

@@ -99,10 +99,21 @@ def test_max_bytes_shares_the_budget_by_messages_to_read_whole_messages_only() -
     assert asked == []  # nothing to read: nothing asked
 
 
-def test_max_bytes_below_one_message_still_moves_the_largest_backlog_by_one() -> None:
+def test_max_bytes_below_one_message_still_moves_every_backlog_by_one() -> None:
     sizes = {Q0: [500] * 10, Q1: [500] * 10}
     ends = limit_bytes({Q0: 2, Q1: 0}, {Q0: 10, Q1: 5}, 100, fit_sizes(sizes, []))
-    assert ends == {Q0: 3, Q1: 0}
+    assert ends == {Q0: 3, Q1: 1}
+
+
+def test_max_bytes_never_starves_a_small_queue_beside_a_growing_one() -> None:
+    """Q1 holds 3 messages; Q0's backlog grows faster than the batches read it, so Q1's share by
+    messages rounds down to no byte at all: still every batch takes one of Q1's messages."""
+    sizes = {Q0: [10] * 100_000, Q1: [10] * 3}
+    begin = {Q0: 0, Q1: 0}
+    for batch in range(1, 4):
+        ends = limit_bytes(begin, {Q0: 10_000 * batch, Q1: 3}, 500, fit_sizes(sizes, []))
+        assert ends[Q1] == batch and ends[Q0] > begin[Q0]
+        begin = ends
 
 
 def test_max_bytes_keeps_a_queue_whose_broker_did_not_answer() -> None:
