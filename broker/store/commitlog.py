@@ -43,6 +43,9 @@ from rocketspark.fileutil import fsync_directory
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 1024  # stored batches read (and their message records decoded) together by arrow_batches
+#: memory a cached batch takes besides its bytes (the objects around them, its place in the cache):
+#: about 400 bytes measured for a one-message record, so a cache of many small records stays in bounds
+_CACHE_ENTRY_BYTES = 400
 _GRANULES_CACHED = 1024  # granules whose record positions stay parsed in memory (about 10 MiB at most)
 _serials = itertools.count()
 
@@ -112,6 +115,10 @@ class Placement:
 
     position: int
     segment: Segment
+
+
+def _cached_size(batch: StoredBatch) -> int:
+    return stored_size(batch) + _CACHE_ENTRY_BYTES
 
 
 def _read_granules(granules: list[tuple[Segment, int, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -405,10 +412,10 @@ class CommitLog:
         if position in self._cache:
             return
         self._cache[position] = batch
-        self._cache_bytes += stored_size(batch)
+        self._cache_bytes += _cached_size(batch)
         while self._cache_bytes > self._cache_limit and len(self._cache) > 1:
             _, evicted = self._cache.popitem(last=False)
-            self._cache_bytes -= stored_size(evicted)
+            self._cache_bytes -= _cached_size(evicted)
 
     # -- retention -----------------------------------------------------------------------------
 
@@ -435,7 +442,7 @@ class CommitLog:
             for key in [k for k in self._granules if k[0] == oldest.serial]:
                 del self._granules[key]
             for position in [p for p in self._cache if p < oldest.end]:
-                self._cache_bytes -= stored_size(self._cache.pop(position))
+                self._cache_bytes -= _cached_size(self._cache.pop(position))
         return expired
 
     def close(self) -> None:
