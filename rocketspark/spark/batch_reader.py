@@ -59,7 +59,7 @@ class RocketMQBatchReader(DataSourceReader):
         group = self.options.consumer_group
         start = resolve(view, queues, self.options.starting, group, strict=True)
         end = resolve(view, queues, self.options.ending, group)
-        times = self.pushed.store_time_ms
+        times = self.pushed.time_lookups_ms
         low = view.offsets_for_timestamp(queues, times.low) if times.low is not None else {}
         high = view.offsets_for_timestamp(queues, times.high) if times.high is not None else {}
         view.require_reachable("plan the batch read")

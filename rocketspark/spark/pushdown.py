@@ -2,9 +2,13 @@
 
 A filter is taken only when the read guarantees it, so Spark need not check it again:
 
-- `storeTimestamp` `>`, `>=`, `<`, `<=` (and `=`): each queue's range starts and ends at offsets
-  looked up by time (the broker's search by store time), and the read drops rows outside the time
-  bounds, so the result is exact even where store times are not in offset order;
+- `storeTimestamp` `>`, `>=`, `<`, `<=` (and `=`): each queue's range is cut at offsets looked up
+  by time (the broker's search by store time) a margin (`TIME_MARGIN_MS`) outside the bounds, and
+  the read drops every row outside the bounds. The margin keeps the cut from losing rows where the
+  search is not exact: an Apache 4.x broker answers with the entry nearest the time (any one of
+  several messages of the same ms, the last entry past the newest), and a broker's clock can step
+  back, so store times are not always in offset order. The result is exact as long as no queue's
+  store times step back by `TIME_MARGIN_MS` or more; a larger step can lose rows near the bounds;
 - `queueId` `=` or `IN`: only those queues are planned;
 - `queueOffset` `>`, `>=`, `<`, `<=`, `=`: every queue's range is cut to those offsets;
 - `tags` `=` or `IN`: the broker's tag filter, intersected with the `tags` option (the client
@@ -36,6 +40,10 @@ from rocketspark.message.filter import parse_tag_expression
 from rocketspark.message.queue import MessageQueue
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+#: how far outside the pushed time bounds the offsets are looked up (ms): the largest step back of
+#: a broker's clock within a queue that cannot lose rows
+TIME_MARGIN_MS = 1000
 _COMPARISONS = (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, EqualTo)
 
 
@@ -71,6 +79,12 @@ class Pushed:
         storeTimestamp m * 1000 µs."""
         low, high = self.store_time_us.low, self.store_time_us.high
         return Bounds(None if low is None else math.ceil(low / 1000), None if high is None else math.ceil(high / 1000))
+
+    @property
+    def time_lookups_ms(self) -> Bounds:
+        """The times (ms) to look offsets up at: the time bounds widened by `TIME_MARGIN_MS`."""
+        low, high = self.store_time_ms.low, self.store_time_ms.high
+        return Bounds(None if low is None else low - TIME_MARGIN_MS, None if high is None else high + TIME_MARGIN_MS)
 
     def keeps(self, queue: MessageQueue) -> bool:
         return self.queue_ids is None or queue.queue_id in self.queue_ids
@@ -157,8 +171,9 @@ def narrow(
     by_time: Mapping[MessageQueue, tuple[int | None, int | None]],
 ) -> tuple[dict[MessageQueue, int], dict[MessageQueue, int]]:
     """The planned ranges cut to the pushed queues, offsets and the offsets `by_time` found for the
-    time bounds (first offset stored at or after the low and the high bound); an empty range where
-    nothing is left."""
+    widened time bounds (`Pushed.time_lookups_ms`): from the one found for the low bound to the one
+    found for the high bound, that one included (an Apache broker may answer with an entry stored
+    before the time); an empty range where nothing is left."""
     new_start: dict[MessageQueue, int] = {}
     new_end: dict[MessageQueue, int] = {}
     for queue in start:
@@ -166,7 +181,7 @@ def narrow(
             continue
         low_time, high_time = by_time.get(queue, (None, None))
         lows = [start[queue], pushed.offsets.low, low_time]
-        highs = [end[queue], pushed.offsets.high, high_time]
+        highs = [end[queue], pushed.offsets.high, None if high_time is None else high_time + 1]
         low = max(v for v in lows if v is not None)
         high = min(v for v in highs if v is not None)
         new_start[queue], new_end[queue] = low, max(low, high)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -123,3 +124,12 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 120.0)
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
+
+
+def stamp_between(gap_s: float = 0.05) -> dt.datetime:
+    """A time after every message sent before the call and before every one sent after it, with
+    `gap_s` seconds on each side."""
+    time.sleep(gap_s)
+    stamp = dt.datetime.now(dt.UTC)
+    time.sleep(gap_s)
+    return stamp

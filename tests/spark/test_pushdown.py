@@ -4,24 +4,23 @@ and reads with the session's pushdown setting off working as before."""
 from __future__ import annotations
 
 import datetime as dt
-import time
 
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from rocketspark.spark.pushdown import TIME_MARGIN_MS
 from tests.spark.cluster import SparkCluster
-from tests.spark.queries import batch
+from tests.spark.queries import batch, stamp_between
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
 def now() -> dt.datetime:
-    time.sleep(0.05)
-    stamp = dt.datetime.now(dt.UTC)
-    time.sleep(0.05)
-    return stamp
+    """A time between two sends farther from both than the margin of the pushed time cut, so the
+    read of the messages after it reads no message before it."""
+    return stamp_between(TIME_MARGIN_MS / 1000 + 0.2)
 
 
 def read(spark: SparkSession, cluster: SparkCluster, condition: Column, *, pushdown: bool, **options: str) -> DataFrame:

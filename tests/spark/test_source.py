@@ -22,6 +22,7 @@ from tests.spark.queries import (
     run_available_now,
     run_python_with_spark,
     run_recording_batches,
+    stamp_between,
     stored_rows,
     stream,
     wait_for,
@@ -203,9 +204,7 @@ def test_progress_reports_the_latest_offsets_so_lag_can_be_computed(spark, two_b
 def test_batch_reads_between_offsets_and_times(spark, two_brokers) -> None:
     two_brokers.create_topic("Bounded", queues=1)
     early = two_brokers.produce("Bounded", 10)
-    time.sleep(0.05)
-    middle = int(time.time() * 1000)
-    time.sleep(0.05)
+    middle = int(stamp_between().timestamp() * 1000)
     late = two_brokers.produce("Bounded", 10, first=10)
 
     def base():  # type: ignore[no-untyped-def]  # a DataFrameReader is mutable: one per read

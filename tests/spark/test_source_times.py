@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.spark.cluster import Row
-from tests.spark.queries import batch
+from tests.spark.queries import batch, stamp_between
 
 
 def msg_ids(rows: list[Row], broker: str | None = None) -> list[str]:
@@ -19,9 +19,7 @@ def msg_ids(rows: list[Row], broker: str | None = None) -> list[str]:
 def test_offsets_by_timestamp_per_queue_and_the_strategy_when_none_is_newer(spark, two_brokers) -> None:
     two_brokers.create_topic("ByTime", queues=1)
     early = two_brokers.produce("ByTime", 10)
-    time.sleep(0.05)
-    middle = int(time.time() * 1000)
-    time.sleep(0.05)
+    middle = int(stamp_between().timestamp() * 1000)
     late = two_brokers.produce("ByTime", 10, first=10)
     future = int(time.time() * 1000) + 3_600_000
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from pyspark.sql.datasource import (
     EqualTo,
     GreaterThan,
@@ -69,6 +71,7 @@ def test_ranges_cut_to_queues_offsets_and_times() -> None:
     pushed = Pushed(offsets=Bounds(10, 60), queue_ids=frozenset({0}))
     by_time = {A0: (20, 80), B0: (70, 90)}
     assert narrow(start, end, pushed, by_time) == ({A0: 20, B0: 70}, {A0: 60, B0: 70})  # B0: empty
+    assert narrow(start, end, Pushed(), {A0: (20, 80)})[1][A0] == 81  # the entry found for the high bound too
     assert narrow(start, end, Pushed(), {}) == (start, end)
 
 
@@ -81,3 +84,43 @@ def test_tag_values_the_broker_would_read_as_an_expression_stay_with_spark() -> 
         assert left == [equal, among], value
         assert pushed.tags is None and pushed.tag_expression("*") == "*"
     assert push([In(("tags",), ("A", "B"))])[1] == []
+
+
+def apache_search(times: list[int], timestamp: int) -> int:
+    """What an Apache RocketMQ 4.x broker answers SEARCH_OFFSET_BY_TIMESTAMP with for a queue whose
+    message at offset i was stored at times[i]: a binary search that returns any entry of the
+    exact ms, else the nearer of the two entries around it (the last entry past the newest)."""
+    low, high, left, right = 0, len(times) - 1, -1, -1
+    while low <= high:
+        mid = (low + high) // 2
+        if times[mid] == timestamp:
+            return mid
+        if times[mid] > timestamp:
+            high, right = mid - 1, mid
+        else:
+            low, left = mid + 1, mid
+    if left == -1 or right == -1:
+        return right if left == -1 else left
+    return right if abs(timestamp - times[left]) > abs(timestamp - times[right]) else left
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        [1000] * 5 + [1001] * 7 + [1003, 1010, 1010, 1010, 1012],  # many messages of one ms
+        [1000, 1400, 1900, 1300, 1350, 2000, 1700, 2100, 2100],  # a clock that stepped back (< 1 s)
+    ],
+)
+def test_time_cut_keeps_every_matching_row_against_nearest_entry_lookups(times: list[int]) -> None:
+    """Every row whose store time a pushed filter keeps lies in the range planned from the offsets
+    an Apache broker finds (nearest entry, the last entry past the newest), for every bound."""
+    edges = sorted({e for t in times for e in (t - 1, t, t + 1)} | {min(times) - 1500, max(times) + 1500})
+    for low in edges:
+        for high in (h for h in edges if h > low):
+            pushed = Pushed(store_time_us=Bounds(low * 1000, high * 1000))
+            lookups = pushed.time_lookups_ms
+            assert lookups.low is not None and lookups.high is not None
+            found = (apache_search(times, lookups.low), apache_search(times, lookups.high))
+            start, end = narrow({A0: 0}, {A0: len(times)}, pushed, {A0: found})
+            wanted = [i for i, t in enumerate(times) if low <= t < high]
+            assert all(start[A0] <= i < end[A0] for i in wanted), (low, high, start, end)
