@@ -56,31 +56,37 @@ class SparkCluster:
         tag_cycle: tuple[str, ...] = ("A", "B", "C"),
         first: int = 0,
         on: tuple[str, ...] = (),
+        batched: bool = False,
+        body_size: int | None = None,
     ) -> list[Row]:
-        """`count` messages spread over every queue of the topic (of the brokers named in `on`);
-        returns their expected rows."""
-        rows = []
+        """`count` messages spread over every queue of the topic (of the brokers named in `on`),
+        message i to queue i % queues with tag tag_cycle[i % len(tag_cycle)]; returns their
+        expected rows. `batched`: one batch send per queue (each queue's messages become readable
+        at once) instead of one send per message. `body_size`: bodies of that many bytes (the
+        number, zero-padded) instead of "<topic> message <i>"."""
         with Producer(f"{topic}_producer", namesrv_addr=self.namesrv_addr) as producer:
             queues = [q for q in producer.fetch_publish_queues(topic) if not on or q.broker_name in on]
+            planned = []
             for i in range(first, first + count):
-                queue = queues[i % len(queues)]
                 tag = tag_cycle[i % len(tag_cycle)]
-                body = f"{topic} message {i}".encode()
+                body = f"{i:0{body_size}d}".encode() if body_size else f"{topic} message {i}".encode()
                 message = Message(topic, body, tags=tag, keys=f"key-{i}", properties={"seq": str(i)})
-                result = producer.send(message, queue=queue)
-                rows.append(
-                    (
-                        topic,
-                        queue.broker_name,
-                        queue.queue_id,
-                        result.queue_offset,
-                        result.msg_id,
-                        tag,
-                        f"key-{i}",
-                        body,
-                    )
-                )
-        return rows
+                planned.append((queues[i % len(queues)], message))
+            if batched:
+                by_queue = {queue: [m for q, m in planned if q == queue] for queue in queues}
+                results = {
+                    id(message): result
+                    for queue, messages in by_queue.items()
+                    if messages
+                    for message, result in zip(messages, producer.send_batch(messages, queue=queue), strict=True)
+                }
+                sent = [(q, m, results[id(m)]) for q, m in planned]
+            else:
+                sent = [(q, m, producer.send(m, queue=q)) for q, m in planned]
+        return [
+            (topic, q.broker_name, q.queue_id, r.queue_offset, r.msg_id, m.tags or "", m.keys or "", m.body)
+            for q, m, r in sent
+        ]
 
     def group_offsets(
         self, group: str, topic: str, queues: int = 4, *, on: tuple[str, ...] = ()

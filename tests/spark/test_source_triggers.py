@@ -9,20 +9,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import DataFrame
 
-from rocketspark import Message, Producer
 from rocketspark.errors import ConfigError
 from rocketspark.spark.options import parse
 from rocketspark.spark.queue_view import QueueView
-from tests.spark.cluster import SparkCluster, two_brokers_on
+from tests.spark.cluster import two_brokers_on
 from tests.spark.queries import run_available_now, stream, wait_for
-
-
-def send(cluster: SparkCluster, topic: str, count: int, *, size: int = 10) -> None:
-    """`count` messages of `size` bytes, round robin over the topic's queues."""
-    with Producer(f"{topic}_producer", namesrv_addr=cluster.namesrv_addr) as producer:
-        queues = producer.fetch_publish_queues(topic)
-        for i in range(count):
-            producer.send(Message(topic, f"{i:0{size}d}".encode()), queue=queues[i % len(queues)])
 
 
 def total(offsets: str | None) -> int:
@@ -64,13 +55,14 @@ def test_min_messages_per_trigger_waits_then_runs_at_the_max_trigger_delay(spark
         )
 
     try:
-        send(two_brokers, "MinTrigger", 10)
+        two_brokers.produce("MinTrigger", 10, batched=True)
         wait_for(lambda: waited_with(10), "a trigger that saw 10 messages and waited")
         assert sizes == []
-        send(two_brokers, "MinTrigger", 20)
+        # one batch send of 10 per queue: a trigger sees 20 or 30 waiting, never 25 to 29
+        two_brokers.produce("MinTrigger", 20, batched=True)
         wait_for(lambda: sum(sizes) >= 30, "the batch of 30")
         assert sizes == [30]  # never a batch below the minimum before the delay
-        send(two_brokers, "MinTrigger", 5)
+        two_brokers.produce("MinTrigger", 5, batched=True)
         wait_for(lambda: waited_with(5), "a trigger that saw 5 messages and waited")
         assert sizes == [30]
         wait_for(lambda: sum(sizes) >= 35, "the batch of 5 at the delay")
@@ -82,7 +74,7 @@ def test_min_messages_per_trigger_waits_then_runs_at_the_max_trigger_delay(spark
 
 def test_brokers_sum_stored_body_sizes_and_brokers_without_the_extension_are_named(two_brokers, servers) -> None:
     two_brokers.create_topic("Sized", queues=1)
-    send(two_brokers, "Sized", 40, size=100)  # 20 messages of 100 bytes in each queue
+    two_brokers.produce("Sized", 40, batched=True, body_size=100)  # 20 messages of 100 bytes in each queue
     view = QueueView(parse({"nameserver": two_brokers.namesrv_addr, "topic": "Sized"}, streaming=False))
     queue = view.queues(must_exist=True)[0]
     assert view.body_bytes({queue: (0, 20, 1050)}) == {queue: 10}
@@ -99,7 +91,7 @@ def test_brokers_sum_stored_body_sizes_and_brokers_without_the_extension_are_nam
 
 def test_max_bytes_per_trigger_caps_every_batch_of_an_available_now_run(spark, two_brokers, checkpoint) -> None:
     two_brokers.create_topic("ByteLimited", queues=1)
-    send(two_brokers, "ByteLimited", 60, size=100)
+    two_brokers.produce("ByteLimited", 60, batched=True, body_size=100)
     frame = stream(
         spark, two_brokers, "ByteLimited", "byte_limited_group", startingOffsets="earliest", maxBytesPerTrigger="1000"
     )
@@ -111,7 +103,7 @@ def test_max_bytes_per_trigger_caps_every_batch_of_an_available_now_run(spark, t
 
 def test_available_now_reads_everything_under_a_minimum_and_keeps_the_cap(spark, two_brokers, checkpoint) -> None:
     two_brokers.create_topic("MinAvailableNow", queues=1)
-    send(two_brokers, "MinAvailableNow", 30)
+    two_brokers.produce("MinAvailableNow", 30, batched=True)
     frame = stream(
         spark,
         two_brokers,
