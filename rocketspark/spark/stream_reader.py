@@ -184,12 +184,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if limits.min_messages is None:
             return ends
         if self._clock is None:
-            self._clock = TriggerClock(limits.min_messages, limits.max_delay_ms, self._started())
+            self._clock = TriggerClock(limits.min_messages, limits.max_delay_ms)
         moved_back = set(observed.moved_back)
         known = [q for q in observed.latest if q in observed.begin and q not in moved_back]
         available = sum(max(0, observed.latest[q] - observed.begin[q]) for q in known)
         now_ms = int(time.time() * 1000)
-        if self._clock.holds(available, now_ms):
+        if self._clock.delays(available, now_ms):
             log.info(
                 "waiting for more messages: %d new, minMessagesPerTrigger=%d, at most %d ms more (maxTriggerDelay)",
                 available,
@@ -197,8 +197,6 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._clock.last_batch_ms + limits.max_delay_ms - now_ms,
             )
             return {**ends, **{q: observed.begin[q] for q in known}}
-        if any(ends[q] > observed.begin[q] for q in known):
-            self._clock.ran(now_ms)
         return ends
 
     def _observe(self, view: QueueView, begin: dict[MessageQueue, int]) -> Observed:

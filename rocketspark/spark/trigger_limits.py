@@ -32,28 +32,29 @@ class TriggerLimits:
 
 
 class TriggerClock:
-    """When the last micro-batch ran, for minMessagesPerTrigger with maxTriggerDelay.
+    """When the last micro-batch ran, for minMessagesPerTrigger with maxTriggerDelay, kept as
+    Kafka's source keeps its `lastTriggerMillis`.
 
     It lives in the stream reader on the driver, which Spark keeps for the whole run of a query
-    (one long-lived Python process per source), so it spans micro-batches. Spark keeps no state of
-    a Python source in the checkpoint, and Kafka's source keeps this clock in memory too: a query
-    restarted from its checkpoint starts the clock at its restart, so its first batch waits at most
-    maxTriggerDelay from then."""
+    (one long-lived Python process per source), so it spans micro-batches. Like Kafka's, it starts
+    at 0 and lives in memory only (Spark keeps nothing of a Python source's but its offsets): the
+    first trigger of every run, a restart from the checkpoint included, runs at once with what
+    there is."""
 
-    def __init__(self, min_messages: int, max_delay_ms: int, started_ms: int) -> None:
+    def __init__(self, min_messages: int, max_delay_ms: int) -> None:
         self.min_messages = min_messages
         self.max_delay_ms = max_delay_ms
-        self.last_batch_ms = started_ms
+        self.last_batch_ms = 0
 
-    def holds(self, available: int, now_ms: int) -> bool:
-        """Whether to wait rather than run a batch of `available` new messages now: fewer than
-        minMessagesPerTrigger, and maxTriggerDelay has not passed since the last batch."""
-        return available < self.min_messages and now_ms - self.last_batch_ms < self.max_delay_ms
-
-    def ran(self, now_ms: int) -> None:
-        """A batch with new messages runs now. (A trigger that finds nothing new runs none and
-        leaves the clock, so a message arriving after the delay passed is taken at once.)"""
-        self.last_batch_ms = now_ms
+    def delays(self, available: int, now_ms: int) -> bool:
+        """Whether this trigger waits rather than runs with `available` new messages, as Kafka's
+        `delayBatch`: it runs when maxTriggerDelay has passed since the clock last restarted, or
+        with at least minMessagesPerTrigger new messages, and a trigger that runs restarts the
+        clock, also when it finds nothing new (then Spark runs no batch)."""
+        if now_ms - self.last_batch_ms >= self.max_delay_ms or available >= self.min_messages:
+            self.last_batch_ms = now_ms
+            return False
+        return True
 
 
 #: what `limit_bytes` asks the brokers: for each queue's (start, end, bytes), the first offset past

@@ -14,15 +14,17 @@ from rocketspark.spark.trigger_limits import FitBytes, TriggerClock, TriggerLimi
 STREAM = {"nameserver": "h:1", "topic": "T", "consumerGroup": "g"}
 
 
-def test_a_batch_waits_for_the_minimum_then_runs_at_the_delay() -> None:
-    clock = TriggerClock(min_messages=100, max_delay_ms=30_000, started_ms=1_000)
-    assert clock.holds(99, now_ms=1_000) and clock.holds(10, now_ms=30_999)
-    assert not clock.holds(10, now_ms=31_000)  # the delay passed since the start
-    assert not clock.holds(100, now_ms=2_000)  # enough messages: at once
-    clock.ran(31_000)
-    assert clock.holds(10, now_ms=60_999) and not clock.holds(10, now_ms=61_000)
-    assert not clock.holds(0, now_ms=61_000)  # nothing to run: the caller runs no batch, the clock stays
-    assert clock.last_batch_ms == 31_000
+def test_a_batch_waits_for_the_minimum_then_runs_at_the_delay_as_kafkas() -> None:
+    clock = TriggerClock(min_messages=100, max_delay_ms=30_000)
+    now = 1_767_225_600_000  # ms since the epoch, as the clock is read
+    assert not clock.delays(5, now_ms=now + 1_000)  # a run's first trigger runs at once (Kafka's clock starts at 0)
+    assert clock.delays(99, now_ms=now + 2_000) and clock.delays(10, now_ms=now + 30_999)
+    assert not clock.delays(10, now_ms=now + 31_000)  # the delay passed since the clock restarted
+    assert clock.delays(10, now_ms=now + 31_001)
+    assert not clock.delays(100, now_ms=now + 32_000)  # enough messages: at once, and the clock restarts
+    assert clock.delays(10, now_ms=now + 61_999)
+    assert not clock.delays(0, now_ms=now + 62_000)  # the delay ran out with nothing new: the clock restarts too
+    assert clock.delays(10, now_ms=now + 91_999) and clock.last_batch_ms == now + 62_000
 
 
 @pytest.mark.parametrize(
