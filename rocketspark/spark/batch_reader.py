@@ -35,10 +35,13 @@ def batch_reader(options: SourceOptions) -> RocketMQBatchReader:
     spark.sql.python.filterPushdown.enabled is false (DATA_SOURCE_PUSHDOWN_DISABLED), and gives a
     data source no Spark settings. It asks for the reader from one of two Python workers: from
     data_source_pushdown_filters (which then calls pushFilters) when the setting is true, from
-    plan_data_source_read otherwise. So the reader follows the worker that asks for it."""
+    plan_data_source_read otherwise. So the reader follows the worker that asks for it: by its
+    module's name, or by its `__spec__` when the worker runs as `python -m` (its `__name__` is then
+    `__main__`), as it does with spark.python.use.daemon=false."""
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
-        if frame.f_globals.get("__name__") == PUSHDOWN_WORKER:
+        spec = frame.f_globals.get("__spec__")
+        if PUSHDOWN_WORKER in (frame.f_globals.get("__name__"), getattr(spec, "name", None)):
             return RocketMQPushdownReader(options)
         frame = frame.f_back
     return RocketMQBatchReader(options)

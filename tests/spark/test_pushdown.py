@@ -12,9 +12,10 @@ from pyspark.sql import functions as F
 
 from rocketspark.spark.pushdown import TIME_MARGIN_MS
 from tests.spark.cluster import SparkCluster
-from tests.spark.queries import batch, stamp_between
+from tests.spark.queries import batch, run_available_now, stamp_between, stream
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def now() -> dt.datetime:
@@ -69,3 +70,21 @@ def test_pushed_filters_give_the_same_rows_and_read_fewer_messages(spark, two_br
         & ((F.col("tags") == "A") | (F.col("queueId") == 1))
     )
     assert same(mixed).count() > 0
+
+
+@pytest.mark.slow
+def test_a_filtered_stream_reads_the_rows_of_its_filter_with_pushdown_on(spark, two_brokers, checkpoint) -> None:
+    """Spark pushes no filter to a Python stream: with the setting on, a filtered stream still runs
+    and gives the rows the filter keeps."""
+    two_brokers.create_topic("PushedStream", queues=2)
+    sent = two_brokers.produce("PushedStream", 60, batched=True)
+    spark.conf.set(PUSHDOWN, "true")
+    try:
+        frame = stream(spark, two_brokers, "PushedStream", "pushed_stream_group", startingOffsets="earliest")
+        kept = (F.col("tags") == "A") & (F.col("queueId") == 1) & (F.col("storeTimestamp") > F.lit(T0))
+        run_available_now(frame.filter(kept), "memory", checkpoint, name="pushed_stream")
+    finally:
+        spark.conf.unset(PUSHDOWN)
+    got = spark.table("pushed_stream").selectExpr("CAST(body AS STRING) AS body").collect()
+    expected = sorted(body.decode() for _, _, queue_id, _, _, tag, _, body in sent if tag == "A" and queue_id == 1)
+    assert sorted(r.body for r in got) == expected and expected

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+from importlib.machinery import ModuleSpec
 
 import pytest
-
 from pyspark.sql.datasource import (
     EqualTo,
     GreaterThan,
@@ -19,6 +19,8 @@ from pyspark.sql.datasource import (
 )
 
 from rocketspark.message.queue import MessageQueue
+from rocketspark.spark.batch_reader import PUSHDOWN_WORKER, RocketMQPushdownReader, batch_reader
+from rocketspark.spark.options import parse
 from rocketspark.spark.pushdown import Bounds, Pushed, narrow, push
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -124,3 +126,14 @@ def test_time_cut_keeps_every_matching_row_against_nearest_entry_lookups(times: 
             start, end = narrow({A0: 0}, {A0: len(times)}, pushed, {A0: found})
             wanted = [i for i, t in enumerate(times) if low <= t < high]
             assert all(start[A0] <= i < end[A0] for i in wanted), (low, high, start, end)
+
+
+@pytest.mark.parametrize("name", [PUSHDOWN_WORKER, "__main__"])
+def test_the_reader_follows_pyspark_s_pushdown_worker_also_when_it_runs_as_main(name: str) -> None:
+    """With spark.python.use.daemon=false PySpark runs its worker as `python -m <module>`: its
+    `__name__` is `__main__` and only its `__spec__` names the module."""
+    options = parse({"nameserver": "h:1", "topic": "T"}, streaming=False)
+    worker = {"__name__": name, "__spec__": ModuleSpec(PUSHDOWN_WORKER, None), "batch_reader": batch_reader}
+    exec("reader = batch_reader(options)", worker, scope := {"options": options})
+    assert isinstance(scope["reader"], RocketMQPushdownReader)
+    assert not isinstance(batch_reader(options), RocketMQPushdownReader)  # planned without pushdown
