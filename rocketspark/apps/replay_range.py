@@ -100,6 +100,7 @@ def run(spark: SparkSession, config: ReplayConfig) -> ReplayResult:
         topic=config.source,
         tags=config.tags,
         startingTimestamp=config.start_ms,
+        startingOffsetsByTimestampStrategy="latest",  # a queue with nothing that new adds no message
         endingTimestamp=config.end_ms,
     )
     messages = spark.read.format("rocketmq").options(**options).load()

@@ -15,7 +15,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.planning import plan_partitions
-from rocketspark.spark.positions import resolve
+from rocketspark.spark.positions import require_named_queues, resolve
 from rocketspark.spark.pushdown import Bounds, Pushed, narrow, push
 from rocketspark.spark.queue_view import QueueView
 from rocketspark.spark.reading import read_partition
@@ -58,7 +58,10 @@ class RocketMQBatchReader(DataSourceReader):
         `endingOffsetsByTimestamp`), cut to the pushed filters. Every queue's broker must answer
         (after retries): a bounded read never leaves a queue out."""
         view = QueueView(self.options)
-        queues = [q for q in view.queues(must_exist=True) if self.pushed.keeps(q)]
+        every = view.queues(must_exist=True)
+        require_named_queues(self.options.starting, every, "startingOffsetsByTimestamp")
+        require_named_queues(self.options.ending, every, "endingOffsetsByTimestamp")
+        queues = [q for q in every if self.pushed.keeps(q)]
         group = self.options.consumer_group
         start = resolve(view, queues, self.options.starting, group, strict=True)
         end = resolve(view, queues, self.options.ending, group)

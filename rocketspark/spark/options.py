@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from rocketspark.spark.option_values import (
 )
 from rocketspark.spark.planning import PartitionRules
 from rocketspark.spark.trigger_limits import TriggerLimits, parse_duration_ms
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PULL_BATCH_SIZE = 10_000
 DEFAULT_PULL_TIMEOUT_MS = 120_000
@@ -168,10 +171,10 @@ def _json(name: str, text: str) -> Any:
 
 
 def _with_strategy(lowered: Mapping[str, str], starting: StartOrEnd) -> StartOrEnd:
-    """startingOffsetsByTimestampStrategy: `error` (the default with startingOffsetsByTimestamp, as
-    Kafka's) or `latest` (the default with startingTimestamp, as this source always did)."""
+    """startingOffsetsByTimestampStrategy: `error` (the default, as Kafka's for every start by time)
+    or `latest`."""
     raw = lowered.get("startingoffsetsbytimestampstrategy")
-    strategy = (raw or "").strip().lower() or ("error" if starting.position is Position.TIMESTAMPS else "latest")
+    strategy = (raw or "").strip().lower() or "error"
     if strategy not in ("error", "latest"):
         raise ConfigError(f"option startingOffsetsByTimestampStrategy must be error or latest, got {raw!r}")
     if starting.position not in (Position.TIMESTAMP, Position.TIMESTAMPS):
@@ -256,12 +259,13 @@ def _trigger_limits(lowered: Mapping[str, str], streaming: bool) -> TriggerLimit
     delay = lowered.get("maxtriggerdelay")
     if delay is None:
         return limits
-    if limits.min_messages is None:
-        raise ConfigError("option maxTriggerDelay applies with minMessagesPerTrigger (alias minOffsetsPerTrigger)")
     try:
         delay_ms = parse_duration_ms(delay)
     except ValueError as exc:
         raise ConfigError(f"option maxTriggerDelay: {exc}") from None
+    if limits.min_messages is None:  # as Kafka's source, which reads the delay only with a minimum
+        log.warning("option maxTriggerDelay is ignored: it applies with minMessagesPerTrigger (minOffsetsPerTrigger)")
+        return limits
     return TriggerLimits(limits.max_messages, limits.max_bytes, limits.min_messages, delay_ms)
 
 

@@ -63,6 +63,22 @@ def resolve(
     return result
 
 
+def require_named_queues(spec: StartOrEnd, queues: list[MessageQueue], option: str) -> None:
+    """A time per queue (`option`: startingOffsetsByTimestamp or endingOffsetsByTimestamp) names
+    only queues the read's topics have, all of `queues`: a misspelt broker, topic or queue id fails
+    rather than being ignored, as Kafka's source fails when its JSON's partitions do not match the
+    topic's. (Queues it does not name start or end at latest, which Kafka does not allow.)"""
+    if spec.position is not Position.TIMESTAMPS:
+        return
+    known = set(queues)
+    unknown = sorted(q for q in spec.offset_map() if q not in known)
+    if unknown:
+        raise ConfigError(
+            f"option {option} names queues the topics do not have: {', '.join(map(str, unknown))} "
+            f"(topic@broker#queueId); they have {', '.join(map(str, sorted(known))) or 'none'}"
+        )
+
+
 def _timestamps(spec: StartOrEnd, queues: list[MessageQueue]) -> dict[MessageQueue, int] | None:
     """The time each queue starts or ends at, for a position by time (None for the others)."""
     if spec.position is Position.TIMESTAMP:

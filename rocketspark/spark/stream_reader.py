@@ -40,7 +40,7 @@ from rocketspark.spark import cluster
 from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.options import Position, SourceOptions
 from rocketspark.spark.planning import BatchRules, Observed, observe, plan_batch, plan_partitions
-from rocketspark.spark.positions import resolve
+from rocketspark.spark.positions import require_named_queues, resolve
 from rocketspark.spark.queue_view import QueueView
 from rocketspark.spark.reading import read_partition
 from rocketspark.spark.trigger_limits import TriggerClock, limit_bytes
@@ -91,6 +91,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._started()
             view = QueueView(self.options)
             queues = self._queues(view, must_exist=True)
+            require_named_queues(self.options.starting, queues, "startingOffsetsByTimestamp")
             start = resolve(view, queues, self.options.starting, self._group(), strict=True)
             if self.options.starting.position is Position.GROUP:
                 self._mirrored = dict(start)

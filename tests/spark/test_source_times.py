@@ -42,6 +42,13 @@ def test_offsets_by_timestamp_per_queue_and_the_strategy_when_none_is_newer(spar
     assert read_ids(startingOffsetsByTimestamp=too_new, startingOffsetsByTimestampStrategy="latest") == msg_ids(
         late, "broker-b"
     )
-    assert read_ids(startingTimestamp=str(future)) == []  # startingTimestamp keeps starting such queues at latest
     with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy=latest"):
-        read_ids(startingTimestamp=str(future), startingOffsetsByTimestampStrategy="error")
+        read_ids(startingTimestamp=str(future))  # error: Kafka's default for every start by time
+    assert read_ids(startingTimestamp=str(future), startingOffsetsByTimestampStrategy="latest") == []
+
+    misspelt = json.dumps({"ByTime": {"broker-a": {"0": middle}, "broker-c": {"0": middle}}})
+    with pytest.raises(Exception, match="startingOffsetsByTimestamp names queues the topics do not have") as failure:
+        read_ids(startingOffsetsByTimestamp=misspelt)
+    assert "ByTime@broker-c#0" in str(failure.value)
+    with pytest.raises(Exception, match="endingOffsetsByTimestamp names queues the topics do not have"):
+        read_ids(endingOffsetsByTimestamp=json.dumps({"ByTime": {"broker-a": {"3": middle}}}))

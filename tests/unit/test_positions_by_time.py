@@ -10,6 +10,7 @@ import pytest
 from rocketspark.errors import ConfigError
 from rocketspark.message.queue import MessageQueue
 from rocketspark.spark.options import Position, StartOrEnd, parse
+from rocketspark.spark.positions import require_named_queues
 
 BATCH = {"nameserver": "h:1", "topic": "T"}
 STAMPS = json.dumps({"T": {"broker-a": {"0": 1000, "1": 2000}}})
@@ -28,10 +29,10 @@ def test_per_queue_times_with_kafkas_strategy_default() -> None:
     assert not latest.starting.fail_if_none_newer
 
 
-def test_a_global_time_keeps_starting_at_latest_unless_told_otherwise() -> None:
-    assert not parse({**BATCH, "startingTimestamp": "5"}, streaming=False).starting.fail_if_none_newer
-    strict = parse({**BATCH, "startingTimestamp": "5", "startingOffsetsByTimestampStrategy": "error"}, streaming=False)
-    assert strict.starting.fail_if_none_newer
+def test_a_global_time_fails_as_kafkas_unless_told_latest() -> None:
+    assert parse({**BATCH, "startingTimestamp": "5"}, streaming=False).starting.fail_if_none_newer
+    latest = parse({**BATCH, "startingTimestamp": "5", "startingOffsetsByTimestampStrategy": "latest"}, streaming=False)
+    assert not latest.starting.fail_if_none_newer
 
 
 @pytest.mark.parametrize(
@@ -59,3 +60,12 @@ def test_wrong_time_options_are_named(given: dict[str, str], message: str) -> No
 def test_ending_by_time_is_for_batch_reads() -> None:
     with pytest.raises(ConfigError, match="endingoffsetsbytimestamp applies to batch reads"):
         parse({**BATCH, "consumerGroup": "g", "endingOffsetsByTimestamp": STAMPS}, streaming=True)
+
+
+def test_a_time_for_a_queue_the_topic_does_not_have_is_named() -> None:
+    options = parse({**BATCH, "startingOffsetsByTimestamp": STAMPS}, streaming=False)
+    require_named_queues(options.starting, [A0, A1, MessageQueue("T", "broker-b", 0)], "startingOffsetsByTimestamp")
+    with pytest.raises(
+        ConfigError, match=r"startingOffsetsByTimestamp names queues the topics do not have: T@broker-a#1"
+    ):
+        require_named_queues(options.starting, [A0], "startingOffsetsByTimestamp")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 import pytest
@@ -53,7 +54,7 @@ def test_trigger_options_with_kafkas_names_and_defaults() -> None:
 @pytest.mark.parametrize(
     ("given", "message"),
     [
-        ({"maxTriggerDelay": "30s"}, "maxTriggerDelay applies with minMessagesPerTrigger"),
+        ({"maxTriggerDelay": "soon"}, "maxTriggerDelay: 'soon' is not a duration"),
         ({"minMessagesPerTrigger": "5", "maxTriggerDelay": "soon"}, "maxTriggerDelay: 'soon' is not a duration"),
         ({"minMessagesPerTrigger": "5", "minOffsetsPerTrigger": "5"}, "mean the same thing"),
         ({"maxBytesPerTrigger": "0"}, "maxBytesPerTrigger must be at least 1"),
@@ -62,6 +63,15 @@ def test_trigger_options_with_kafkas_names_and_defaults() -> None:
 def test_wrong_trigger_options_are_named(given: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse({**STREAM, **given}, streaming=True)
+
+
+def test_max_trigger_delay_without_a_minimum_is_ignored_with_a_warning_as_kafka_ignores_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="rocketspark.spark.options"):
+        limits = parse({**STREAM, "maxTriggerDelay": "30s"}, streaming=True).trigger
+    assert limits == TriggerLimits() and not limits.any
+    assert "maxTriggerDelay is ignored: it applies with minMessagesPerTrigger" in caplog.text
 
 
 def test_trigger_options_of_streams_only() -> None:
