@@ -29,7 +29,7 @@ from pyspark.sql.datasource import InputPartition
 from rocketspark.client.allocation import averagely_by_index
 from rocketspark.errors import DataLossError
 from rocketspark.message.queue import MessageQueue
-from rocketspark.spark.splitting import split_ranges
+from rocketspark.spark.splitting import QueueRange, split_ranges
 
 log = logging.getLogger(__name__)
 
@@ -155,21 +155,6 @@ def _data_loss(message: str, fail: bool, going_on: str) -> None:
     if fail:
         raise DataLossError(f"{message}; set failOnDataLoss=false to {going_on}")
     log.warning("%s; going on: %s (failOnDataLoss=false)", message, going_on)
-
-
-@dataclass(frozen=True, slots=True)
-class QueueRange:
-    """Offsets [start, end) of one queue."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-    start: int
-    end: int
-
-    @property
-    def queue(self) -> MessageQueue:
-        return MessageQueue(self.topic, self.broker_name, self.queue_id)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from rocketspark.errors import DataLossError, RocketMQError
 from rocketspark.message.spark_batches import to_spark_batch
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
-from rocketspark.spark.planning import QueueRange, RocketMQPartition
+from rocketspark.spark.planning import RocketMQPartition
+from rocketspark.spark.splitting import QueueRange
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
 
-if TYPE_CHECKING:
-    from rocketspark.spark.planning import QueueRange
+from rocketspark.message.queue import MessageQueue
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRange:
+    """Offsets [start, end) of one queue."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    start: int
+    end: int
+
+    @property
+    def queue(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)
 
 
 def split_ranges(
