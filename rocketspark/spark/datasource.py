@@ -71,7 +71,9 @@ class RocketMQDataSource(DataSource):
                 "(overwrite is not supported)"
             )
         check_input(schema, options)
-        (listener.check_topic if options.transactional else check_topic)(options)
+        # a transactional write asks through its transaction producer: a plain producer of the group
+        # would be a member the brokers' checks could reach and it could not answer
+        check_topic(options, listener.producer_for(options) if options.transactional else None)
         return options
 
     def writer(self, schema: StructType, overwrite: bool) -> RocketMQBatchWriter | TransactionalBatchWriter:

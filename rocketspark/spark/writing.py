@@ -90,11 +90,12 @@ def producer_for(options: SinkOptions) -> AsyncProducer:
         return producer
 
 
-def check_topic(options: SinkOptions) -> None:
+def check_topic(options: SinkOptions, producer: AsyncProducer | None = None) -> None:
     """On the driver, before any task starts: the name servers answer, and the `topic` option names
-    a topic that exists or that the brokers create on the first send (TopicNotExistError if not)."""
+    a topic that exists or that the brokers create on the first send (TopicNotExistError if not).
+    Asked through `producer` (default: the process's for the options)."""
     if options.topic is not None:
-        cluster.run(producer_for(options).fetch_publish_queues(options.topic))
+        cluster.run((producer or producer_for(options)).fetch_publish_queues(options.topic))
 
 
 @dataclass
@@ -182,30 +183,50 @@ def write_partition(
     pipeline = SendPipeline(producer)
     tally = Tally()
     in_flight: set[Future[list[SendResult]]] = set()
-    rows = 0
-
-    refreshed: set[str] = set()
-
-    def queues_of(topic: str) -> list[MessageQueue]:
-        if topic not in refreshed and producer.instance is not None:
-            # each task starts from the name servers' current route, not one a previous task left: a
-            # broker that crashed and came back (maybe on another address) is written to again at once
-            cluster.run(producer.instance.fetch_route(topic))
-            refreshed.add(topic)
-        return cluster.run(producer.fetch_publish_queues(topic))
-
+    split = SplitRows(options, partition, ids, producer)
     try:
         for batch in batches:
-            if not batch.num_rows:
-                continue
-            outgoing = split_batch(batch, options, RowPlace(partition, rows), queues_of, producer.max_message_size, ids)
-            rows += batch.num_rows
-            in_flight.add(asyncio.run_coroutine_threadsafe(pipeline.send(outgoing), shared_loop().loop))
-            _settle(in_flight, tally, BATCHES_IN_FLIGHT)
+            outgoing = split.next(batch)
+            if outgoing:
+                in_flight.add(asyncio.run_coroutine_threadsafe(pipeline.send(outgoing), shared_loop().loop))
+                _settle(in_flight, tally, BATCHES_IN_FLIGHT)
         _settle(in_flight, tally, 0)
     except BaseException:
         for future in in_flight:
             future.cancel()
         cluster.run(pipeline.cancel())
         raise
-    return rows, tally.queues
+    return split.rows, tally.queues
+
+
+class SplitRows:
+    """A task's Spark batches, one after another, as producer batches per destination
+    (:func:`rocketspark.spark.sink_rows.split_batch`), with the task's row count so far."""
+
+    def __init__(
+        self, options: SinkOptions, partition: int | None, ids: IdScope | None, producer: AsyncProducer
+    ) -> None:
+        self.options = options
+        self.partition = partition
+        self.ids = ids
+        self.producer = producer
+        self.rows = 0
+        self._refreshed: set[str] = set()
+
+    def _queues_of(self, topic: str) -> list[MessageQueue]:
+        producer = self.producer
+        if topic not in self._refreshed and producer.instance is not None:
+            # each task starts from the name servers' current route, not one a previous task left: a
+            # broker that crashed and came back (maybe on another address) is written to again at once
+            cluster.run(producer.instance.fetch_route(topic))
+            self._refreshed.add(topic)
+        return cluster.run(producer.fetch_publish_queues(topic))
+
+    def next(self, batch: pa.RecordBatch) -> list[Outgoing]:
+        """The batch's rows by destination (none for an empty batch)."""
+        if not batch.num_rows:
+            return []
+        place = RowPlace(self.partition, self.rows)
+        outgoing = split_batch(batch, self.options, place, self._queues_of, self.producer.max_message_size, self.ids)
+        self.rows += batch.num_rows
+        return outgoing

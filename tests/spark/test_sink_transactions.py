@@ -4,6 +4,7 @@ a batch visible. The brokers' duplicate window is off: exactly once rests on the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from collections import Counter
@@ -16,10 +17,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from rocketspark.client.api.offset import get_max_offset
-from rocketspark.client.sync import LitePullConsumer
+from rocketspark.client.config import ClientConfig
+from rocketspark.client.sync import LitePullConsumer, shared_loop
+from rocketspark.client.transaction import AsyncTransactionProducer
 from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketspark.remoting.body.heartbeat import ConsumeFromWhere
 from rocketspark.remoting.client import RemotingClient
+from rocketspark.spark.sink_options import DEFAULT_PRODUCER_GROUP
+from rocketspark.spark.transactional.listener import RecordListener
 from rocketspark.spark.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, load
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all
@@ -143,7 +148,8 @@ def test_a_consumer_sees_a_batch_only_once_spark_commits_it_and_a_replay_adds_no
         # the last batch replayed, as after a driver that died between its commit and Spark's
         assert forget_last_commit(checkpoint) >= 1
         finish(start_copy(spark, cluster, "TxStreamIn", "TxStreamOut", checkpoint, per_trigger=1_000))
-        wait_for(lambda: every_half_message_ended(cluster), "every half message ended", 60)
+        with group_member(cluster, "TxStreamOut"):
+            wait_for(lambda: every_half_message_ended(cluster), "every half message ended", 60)
     finally:
         reader.stopping.set()
         reader.join(30)
@@ -186,7 +192,8 @@ def test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_onc
         wait_for(lambda: len(reader.bodies) >= len(bodies), "the reader has every row", 60)
         # the failed attempts' half messages: rolled back by their task, by abort, or by the check
         # once the batch's record names the attempts that commit
-        wait_for(lambda: every_half_message_ended(cluster), "every half message ended", 60)
+        with group_member(cluster, "TxFailOut"):
+            wait_for(lambda: every_half_message_ended(cluster), "every half message ended", 60)
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
         reader.stopping.set()
@@ -213,8 +220,29 @@ def test_a_query_stopped_between_its_sends_and_its_commit_writes_every_row_once_
     assert visible(cluster, "TxStopOut") == Counter()  # nothing of the batch is visible
     finish(start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, per_trigger=2_000))
     assert visible(cluster, "TxStopOut") == Counter(bodies)
-    wait_for(lambda: every_half_message_ended(cluster), "the stopped attempt's half messages rolled back", 60)
+    # the check reaches a member of the group while one is online (a running query's executors); the
+    # finished query's Python workers may be gone, so this test keeps one: the sink's own listener
+    with group_member(cluster, "TxStopOut"):
+        wait_for(lambda: every_half_message_ended(cluster), "the stopped attempt's half messages rolled back", 60)
     assert visible(cluster, "TxStopOut") == Counter(bodies)
+
+
+@contextlib.contextmanager
+def group_member(cluster: SparkCluster, topic: str) -> Iterator[None]:
+    """A producer of the sink's group that answers checks from the batch records, as an executor's does."""
+    config = ClientConfig(
+        namesrv_addr=cluster.namesrv_addr,
+        instance_name="test-group-member",
+        heartbeat_broker_interval_ms=200,
+        poll_name_server_interval_ms=200,
+    )
+    member = AsyncTransactionProducer(DEFAULT_PRODUCER_GROUP, RecordListener(), client_config=config)
+    shared_loop().run(member.start(), 30)
+    try:
+        shared_loop().run(member.fetch_publish_queues(topic), 30)  # its brokers get its heartbeats
+        yield
+    finally:
+        shared_loop().run(member.shutdown(), 30)
 
 
 def visible(cluster: SparkCluster, topic: str, queues: int = 4) -> Counter[str]:
@@ -258,4 +286,4 @@ def test_a_transactional_batch_write_commits_every_row_once(
     assert visible(cluster, "TxBatchOut") == Counter(bodies)
     record = load(str(tmp_path / "log" / "txn-nightly-1.json"))
     assert record is not None and record.state.value == "committed" and len(record.halves) == len(bodies)
-    wait_for(lambda: every_half_message_ended(cluster), "every half message ended", 60)
+    assert every_half_message_ended(cluster)  # the commit waited for every end

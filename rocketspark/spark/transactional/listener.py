@@ -74,11 +74,3 @@ def producer_for(options: SinkOptions) -> AsyncTransactionProducer:
 
 def _network(options: SinkOptions) -> tuple[object, ...]:
     return (options.credentials, options.use_tls, options.tls_trust)
-
-
-def check_topic(options: SinkOptions) -> None:
-    """On the driver, before any task starts: the name servers answer and the `topic` option names a
-    topic that exists or that the brokers create (asked through the transaction producer: a plain
-    producer of the group would be a member the brokers' checks could reach and it could not answer)."""
-    if options.topic is not None:
-        cluster.run(producer_for(options).fetch_publish_queues(options.topic))

@@ -1,6 +1,6 @@
 """Executor side of a transactional write: a task's rows sent as half messages.
 
-Rows go to the queues the non-transactional sink would pick (:func:`rocketspark.spark.sink_rows.split_batch`:
+Rows go to the queues the non-transactional sink would pick (:class:`rocketspark.spark.writing.SplitRows`:
 `queueId`, `shardingKey`, the row's id, else round robin), with the same ids, one half message per
 row, in the rows' order per queue. Each carries its batch record's path and the task attempt's id
 (:mod:`rocketspark.spark.transactional.record`). No consumer sees them until the driver commits the
@@ -24,10 +24,11 @@ from rocketspark.message.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark.sink_ids import IdScope
 from rocketspark.spark.sink_options import SinkOptions
-from rocketspark.spark.sink_rows import Outgoing, RowPlace, split_batch
+from rocketspark.spark.sink_rows import Outgoing
 from rocketspark.spark.transactional.ending import end_halves
 from rocketspark.spark.transactional.listener import producer_for
 from rocketspark.spark.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY
+from rocketspark.spark.writing import SplitRows
 
 log = logging.getLogger(__name__)
 
@@ -104,22 +105,16 @@ def send_task(
     attempt = uuid.uuid4().hex
     extra = {RECORD_PROPERTY: record_path, ATTEMPT_PROPERTY: attempt}
     sent: list[HalfMessage] = []
-    rows = 0
-
-    def queues_of(topic: str) -> list[MessageQueue]:
-        return cluster.run(producer.fetch_publish_queues(topic))
-
+    split = SplitRows(options, partition, ids, producer)
     try:
         for batch in batches:
-            if not batch.num_rows:
-                continue
-            outgoing = split_batch(batch, options, RowPlace(partition, rows), queues_of, producer.max_message_size, ids)
-            rows += batch.num_rows
-            cluster.run(_send(producer, outgoing, extra, sent), None)
+            outgoing = split.next(batch)
+            if outgoing:
+                cluster.run(_send(producer, outgoing, extra, sent), None)
     except BaseException:
         _roll_back(producer, sent)
         raise
-    return TaskHalves(attempt, record_path, rows, tuple(sent))
+    return TaskHalves(attempt, record_path, split.rows, tuple(sent))
 
 
 def _roll_back(producer: AsyncTransactionProducer, sent: list[HalfMessage]) -> None:
