@@ -294,8 +294,8 @@ def parse(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     group = _group(lowered, streaming)
 
     if streaming:
-        for batch_only in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
-            if batch_only in lowered:
+        for batch_only in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+            if batch_only.lower() in lowered:
                 raise ConfigError(f"option {batch_only} applies to batch reads (spark.read) only")
     start_default = Position.GROUP if streaming else Position.EARLIEST
     start_allowed = {Position.EARLIEST, Position.LATEST, Position.GROUP, Position.OFFSETS, Position.TIMESTAMP}

@@ -10,6 +10,7 @@ limits (`maxMessagesPerTrigger`, `maxBytesPerTrigger`) cap the batch that runs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -81,16 +82,19 @@ def limit_bytes(
     return {**ends, **{q: begin[q] for q in backlog}, **answered}
 
 
-_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+#: Spark's time suffixes (JavaUtils.timeStringAs), as multiples of a microsecond
+_UNITS_US = {"us": 1, "ms": 1000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000, "h": 3_600_000_000}
+_UNITS_US["d"] = 24 * _UNITS_US["h"]
+_DURATION = re.compile(r"(-?[0-9]+)([a-z]+)?")
 
 
 def parse_duration_ms(text: str) -> int:
-    """A duration as Kafka's maxTriggerDelay takes it (Spark's timeStringAsMs): a whole number
-    with a unit ms, s, m (or min), h or d, such as `15m` or `30s`; no unit means milliseconds.
-    ValueError when it is none."""
-    value = text.strip().lower()
-    digits = value.rstrip("abcdefghijklmnopqrstuvwxyz").strip()
-    unit = value[len(digits) :].strip() or "ms"
-    if not digits.isdigit() or unit not in _UNITS_MS:
-        raise ValueError(f"{text!r} is not a duration such as 15m, 30s or 500ms")
-    return int(digits) * _UNITS_MS[unit]
+    """A duration as Kafka's maxTriggerDelay takes it (Spark's JavaUtils.timeStringAsMs): after
+    trimming and in any case, a whole number directly followed by a unit us, ms, s, m (or min), h
+    or d, such as `15m` or `30s`; no unit means milliseconds; microseconds round toward zero.
+    ValueError when it is none (a space between number and unit too, as Spark)."""
+    matched = _DURATION.fullmatch(text.strip().lower())
+    if matched is None or (matched.group(2) or "ms") not in _UNITS_US:
+        raise ValueError(f"{text!r} is not a duration such as 15m, 30s or 500ms (us, ms, s, m, min, h or d)")
+    micros = int(matched.group(1)) * _UNITS_US[matched.group(2) or "ms"]
+    return abs(micros) // 1000 * (1 if micros >= 0 else -1)  # toward zero, as TimeUnit.convert

@@ -58,7 +58,7 @@ def test_wrong_time_options_are_named(given: dict[str, str], message: str) -> No
 
 
 def test_ending_by_time_is_for_batch_reads() -> None:
-    with pytest.raises(ConfigError, match="endingoffsetsbytimestamp applies to batch reads"):
+    with pytest.raises(ConfigError, match="option endingOffsetsByTimestamp applies to batch reads"):
         parse({**BATCH, "consumerGroup": "g", "endingOffsetsByTimestamp": STAMPS}, streaming=True)
 
 

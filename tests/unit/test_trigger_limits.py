@@ -30,13 +30,23 @@ def test_a_batch_waits_for_the_minimum_then_runs_at_the_delay_as_kafkas() -> Non
 
 @pytest.mark.parametrize(
     ("text", "ms"),
-    [("15m", 900_000), ("30s", 30_000), ("500ms", 500), ("250", 250), ("2h", 7_200_000), ("1 d", 86_400_000)],
+    [
+        ("15m", 900_000),
+        ("30S", 30_000),
+        (" 500ms ", 500),
+        ("250", 250),
+        ("2h", 7_200_000),
+        ("1d", 86_400_000),
+        ("3min", 180_000),
+        ("2500us", 2),
+        ("-3s", -3000),
+    ],
 )
 def test_durations_as_kafka_takes_them(text: str, ms: int) -> None:
     assert parse_duration_ms(text) == ms
 
 
-@pytest.mark.parametrize("text", ["", "m", "1.5s", "-3s", "10 years", "5w"])
+@pytest.mark.parametrize("text", ["", "m", "1.5s", "1 d", "30 s", "10 years", "5w", "+5s"])
 def test_what_is_not_a_duration(text: str) -> None:
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration_ms(text)
