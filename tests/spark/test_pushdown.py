@@ -4,6 +4,7 @@ and reads with the session's pushdown setting off working as before."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from chispa import assert_df_equality
@@ -70,6 +71,21 @@ def test_pushed_filters_give_the_same_rows_and_read_fewer_messages(spark, two_br
         & ((F.col("tags") == "A") | (F.col("queueId") == 1))
     )
     assert same(mixed).count() > 0
+
+    def spark_filters(pushdown: bool) -> str:
+        """The Filter of the read's physical plan: the conditions Spark applies itself."""
+        spark.conf.set(PUSHDOWN, str(pushdown).lower())
+        try:
+            frame = batch(spark, two_brokers, "Pushed").filter((F.col("tags") == "A") & (F.col("queueOffset") > -1))
+            plan = frame._jdf.queryExecution().executedPlan().toString()
+        finally:
+            spark.conf.unset(PUSHDOWN)
+        return next((line for line in plan.splitlines() if "Filter" in line), "")
+
+    # explain() shows what was pushed: the conditions the read took over are gone from Spark's Filter
+    conditions = re.compile(r"tags#\d+ = A\b|queueOffset#\d+ > -1\b")
+    assert len(conditions.findall(spark_filters(False))) == 2
+    assert conditions.findall(spark_filters(True)) == []
 
 
 @pytest.mark.slow
