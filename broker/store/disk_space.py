@@ -83,6 +83,14 @@ class DiskSpace:
             f"{self.warning_ratio}"
         )
 
+    def put_future(self) -> asyncio.Future[Any]:
+        """The future of a send's result, watched by :meth:`put_done`; SERVICE_NOT_AVAILABLE at once
+        while the disk is full (event loop)."""
+        self.check_writable()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(self.put_done)
+        return future
+
     def put_done(self, future: asyncio.Future[Any]) -> None:
         """A send's future is done: if it failed for want of space, refuse sends until a check
         finds space again."""

@@ -87,10 +87,7 @@ class MessageStore:
             ),
             PeriodicService("store-check-disk", DISK_CHECK_INTERVAL_S, self.retention.check_disk),
         ]
-        if self.duplicates.enabled:
-            self._services.append(
-                PeriodicService("store-snapshot-duplicate-window", SNAPSHOT_INTERVAL_S, self.save_duplicate_window)
-            )
+        self._services.append(PeriodicService("store-window-snapshot", SNAPSHOT_INTERVAL_S, self.save_duplicate_window))
         if config.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
             self._services.append(
                 PeriodicService(
@@ -189,9 +186,7 @@ class MessageStore:
 
         Queued before this returns, or refused at once (SYSTEM_BUSY): a caller that only awaits the
         future later holds no unqueued message meanwhile."""
-        self.disk.check_writable()
-        future: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(self.disk.put_done)
+        future: asyncio.Future[PutResult] = self.disk.put_future()
         self.appender.submit(AppendRequest(topic, queue_id, future, messages=messages, wait_flush=wait_flush))
         return future
 
@@ -210,9 +205,7 @@ class MessageStore:
 
         `properties`: the batch's encoded properties, when the caller built them while checking it.
         """
-        self.disk.check_writable()
-        future: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(self.disk.put_done)
+        future: asyncio.Future[PutResult] = self.disk.put_future()
         self.appender.submit(
             AppendRequest(
                 topic,
