@@ -7,6 +7,8 @@ attempt and handle) before it ends any half message, commits them all, then mark
 commit began already (a driver that died mid-commit, the batch run again after the restart), that
 commit is finished instead and every half message of the new run is rolled back: a consumer sees
 the batch's rows once. `abort` records its attempts as rolled back and rolls their half messages back.
+Both decide under the record's lock: two commits of one batch at once (a stopped query's commit
+runner still at work beside the restarted query's) commit one attempt.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from rocketspark.spark import cluster
 from rocketspark.spark.sink_options import SinkOptions
 from rocketspark.spark.transactional.ending import end_halves
 from rocketspark.spark.transactional.listener import producer_for
-from rocketspark.spark.transactional.record import BatchRecord, RecordState, load, save
+from rocketspark.spark.transactional.record import BatchRecord, RecordState, load, locked, save
 from rocketspark.spark.transactional.sending import TaskHalves
 
 log = logging.getLogger(__name__)
@@ -44,17 +46,19 @@ def commit_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> BatchReco
         return None
     path = _record_path(tasks)
     producer = producer_for(options)
-    record = load(path)
-    if record is not None and record.commits:
-        log.warning("transaction record %s: finishing the commit begun before (%s)", path, record.state.value)
-    else:
-        halves = tuple(half for task in tasks for half in task.halves)
-        record = BatchRecord(RecordState.COMMITTING, frozenset(task.attempt for task in tasks), halves)
-        save(path, record)  # before any half message is ended
+    with locked(path):
+        record = load(path)
+        if record is not None and record.commits:
+            log.warning("transaction record %s: finishing the commit begun before (%s)", path, record.state.value)
+        else:
+            halves = tuple(half for task in tasks for half in task.halves)
+            record = BatchRecord(RecordState.COMMITTING, frozenset(task.attempt for task in tasks), halves)
+            save(path, record)  # before any half message is ended
     cluster.run(end_halves(producer, record.halves, TransactionStatus.COMMIT), None)
     if record.state is not RecordState.COMMITTED:
         record = dataclasses.replace(record, state=RecordState.COMMITTED)
-        save(path, record)
+        with locked(path):
+            save(path, record)  # the same attempts: no other commit or abort replaces a committing record
     _roll_back(options, _halves_outside(tasks, record.attempts))
     return record
 
@@ -64,13 +68,13 @@ def abort_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> None:
     if not tasks:
         return
     path = _record_path(tasks)
-    record = load(path)
-    if record is not None and record.commits:
-        _roll_back(options, _halves_outside(tasks, record.attempts))
-        return
-    before = record.attempts if record is not None else frozenset()
-    save(path, BatchRecord(RecordState.ABORTED, before | {task.attempt for task in tasks}))
-    _roll_back(options, _halves_outside(tasks, frozenset()))
+    with locked(path):
+        record = load(path)
+        if record is None or not record.commits:
+            before = record.attempts if record is not None else frozenset()
+            record = BatchRecord(RecordState.ABORTED, before | {task.attempt for task in tasks})
+            save(path, record)
+    _roll_back(options, _halves_outside(tasks, record.attempts if record.commits else frozenset()))
 
 
 def _roll_back(options: SinkOptions, halves: list[HalfMessage]) -> None:

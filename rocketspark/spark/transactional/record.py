@@ -19,8 +19,11 @@ every handle, so a driver that dies mid-commit finishes that same commit when th
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import fcntl
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +92,21 @@ def load(path: str) -> BatchRecord | None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("transaction record %s cannot be read: %s", path, exc)
         return None
+
+
+@contextlib.contextmanager
+def locked(path: str) -> Iterator[None]:
+    """Hold the record's lock (`flock` of `<path>.lock`): a commit or abort decides and writes the
+    record under it, so two Python workers committing one batch at once (a stopped query's commit
+    still running beside the restarted query's) agree on one attempt."""
+    lock_path = Path(f"{path}.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def save(path: str, record: BatchRecord) -> None:
