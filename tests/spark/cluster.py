@@ -61,9 +61,10 @@ class SparkCluster:
     ) -> list[Row]:
         """`count` messages spread over every queue of the topic (of the brokers named in `on`),
         message i to queue i % queues with tag tag_cycle[i % len(tag_cycle)]; returns their
-        expected rows. `batched`: one batch send per queue (each queue's messages become readable
-        at once) instead of one send per message. `body_size`: bodies of that many bytes (the
-        number, zero-padded) instead of "<topic> message <i>"."""
+        expected rows. `batched`: the messages of each queue in one batch send (as few as the size
+        limit allows), so they become readable at once, instead of one send per message.
+        `body_size`: bodies of that many bytes (the number, zero-padded) instead of
+        "<topic> message <i>"."""
         with Producer(f"{topic}_producer", namesrv_addr=self.namesrv_addr) as producer:
             queues = [q for q in producer.fetch_publish_queues(topic) if not on or q.broker_name in on]
             planned = []
@@ -73,19 +74,18 @@ class SparkCluster:
                 message = Message(topic, body, tags=tag, keys=f"key-{i}", properties={"seq": str(i)})
                 planned.append((queues[i % len(queues)], message))
             if batched:
-                by_queue = {queue: [m for q, m in planned if q == queue] for queue in queues}
-                results = {
-                    id(message): result
-                    for queue, messages in by_queue.items()
-                    if messages
-                    for message, result in zip(messages, producer.send_batch(messages, queue=queue), strict=True)
-                }
-                sent = [(q, m, results[id(m)]) for q, m in planned]
+                # id(message): (msgId, queueOffset); a batch's answer lists its ids and its first offset
+                stored: dict[int, tuple[str, int]] = {}
+                for queue in queues:
+                    messages = [m for q, m in planned if q == queue]
+                    answers = producer.send_batch(messages, queue=queue) if messages else []
+                    ids = [(m, r.queue_offset + k) for r in answers for k, m in enumerate(r.msg_id.split(","))]
+                    stored.update(zip(map(id, messages), ids, strict=True))
             else:
-                sent = [(q, m, producer.send(m, queue=q)) for q, m in planned]
+                stored = {id(m): (r.msg_id, r.queue_offset) for q, m in planned for r in [producer.send(m, queue=q)]}
         return [
-            (topic, q.broker_name, q.queue_id, r.queue_offset, r.msg_id, m.tags or "", m.keys or "", m.body)
-            for q, m, r in sent
+            (topic, q.broker_name, q.queue_id, stored[id(m)][1], stored[id(m)][0], m.tags or "", m.keys or "", m.body)
+            for q, m in planned
         ]
 
     def group_offsets(
