@@ -179,8 +179,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _hold_for_min(self, observed: Observed, ends: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
         """minMessagesPerTrigger with maxTriggerDelay: the queues read on keep their offsets while
-        fewer new messages than the minimum wait and the delay has not passed since the last batch.
-        (Not for Trigger.AvailableNow, whose run would end there: it reads all it found.)"""
+        fewer new messages than the minimum wait and the delay has not passed since the clock last
+        restarted (`TriggerClock`, Kafka's). (Not for Trigger.AvailableNow, whose run would end
+        there: it reads all it found.)"""
         limits = self.options.trigger
         if limits.min_messages is None:
             return ends
