@@ -12,9 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
 
 from rocketspark.client.api.offset import get_max_offset
 from rocketspark.client.config import ClientConfig
@@ -30,7 +29,7 @@ from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all
 from tests.spark.cluster import SparkCluster, two_brokers_on
 from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, stream, wait_for
-from tests.spark.test_exactly_once import finish
+from tests.spark.test_exactly_once import finish, start_copy
 from tests.spark.test_sink_brokers import fill
 
 BROKER_SETTINGS = tuple(
@@ -53,24 +52,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
         yield two_brokers_on(factory, *BROKER_SETTINGS)
     finally:
         factory.stop_all()
-
-
-def start_copy(
-    spark: SparkSession,
-    cluster: SparkCluster,
-    source: str,
-    target: str,
-    checkpoint: Path,
-    per_trigger: int,
-    body: Column | None = None,
-) -> StreamingQuery:
-    frame = stream(
-        spark, cluster, source, f"{source}_copier", startingOffsets="earliest", maxMessagesPerTrigger=str(per_trigger)
-    )
-    frame = frame.select((body if body is not None else F.col("body")).alias("body"))
-    writer = frame.writeStream.format("rocketmq").option("nameserver", cluster.namesrv_addr).option("topic", target)
-    writer = writer.option("transactional", "true").option("checkpointLocation", str(checkpoint))
-    return writer.trigger(availableNow=True).start()
 
 
 class Reader(threading.Thread):
@@ -143,11 +124,11 @@ def test_a_consumer_sees_a_batch_only_once_spark_commits_it_and_a_replay_adds_no
     reader.start()
     checkpoint = tmp_path / "ckpt"
     try:
-        finish(start_copy(spark, cluster, "TxStreamIn", "TxStreamOut", checkpoint, per_trigger=1_000))
+        finish(start_copy(spark, cluster, "TxStreamIn", "TxStreamOut", checkpoint, 1_000, transactional="true"))
         wait_for(lambda: len(reader.bodies) >= len(bodies), "the reader has every row", 60)
         # the last batch replayed, as after a driver that died between its commit and Spark's
         assert forget_last_commit(checkpoint) >= 1
-        finish(start_copy(spark, cluster, "TxStreamIn", "TxStreamOut", checkpoint, per_trigger=1_000))
+        finish(start_copy(spark, cluster, "TxStreamIn", "TxStreamOut", checkpoint, 1_000, transactional="true"))
         with group_member(cluster, "TxStreamOut"):
             wait_for(lambda: every_half_message_ended(cluster), "every half message ended", 60)
     finally:
@@ -182,13 +163,16 @@ def test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_onc
     reader = Reader(cluster, "TxFailOut")
     reader.start()
     checkpoint = tmp_path / "ckpt"
-    body = fails_once(F.col("body").cast("string"))
+    frame = stream(spark, cluster, "TxFailIn", "TxFail_copier", startingOffsets="earliest")
+    writer = frame.select(fails_once(F.col("body").cast("string")).alias("body")).writeStream.format("rocketmq")
+    writer = writer.option("nameserver", cluster.namesrv_addr).option("topic", "TxFailOut")
+    writer = writer.option("transactional", "true").option("checkpointLocation", str(checkpoint))
     try:
-        query = start_copy(spark, cluster, "TxFailIn", "TxFailOut", checkpoint, per_trigger=5_000, body=body)
+        query = writer.trigger(availableNow=True).start()
         with pytest.raises(Exception, match="first attempt of this task fails"):
             query.awaitTermination(QUERY_TIMEOUT_S)
         assert os.path.exists(marker)
-        finish(start_copy(spark, cluster, "TxFailIn", "TxFailOut", checkpoint, per_trigger=5_000, body=body))
+        finish(writer.trigger(availableNow=True).start())
         wait_for(lambda: len(reader.bodies) >= len(bodies), "the reader has every row", 60)
         # the failed attempts' half messages: rolled back by their task, by abort, or by the check
         # once the batch's record names the attempts that commit
@@ -212,13 +196,13 @@ def test_a_query_stopped_between_its_sends_and_its_commit_writes_every_row_once_
     bodies = fill(cluster, "TxStopIn", 2_000)
     checkpoint = tmp_path / "ckpt"
     halves_before = half_messages(cluster)
-    query = start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, per_trigger=2_000)
+    query = start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, 2_000, transactional="true")
     try:
         wait_for(lambda: half_messages(cluster) > halves_before, "the first half messages", 120)
     finally:
         query.stop()
     assert visible(cluster, "TxStopOut") == Counter()  # nothing of the batch is visible
-    finish(start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, per_trigger=2_000))
+    finish(start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, 2_000, transactional="true"))
     assert visible(cluster, "TxStopOut") == Counter(bodies)
     # the check reaches a member of the group while one is online (a running query's executors); the
     # finished query's Python workers may be gone, so this test keeps one: the sink's own listener
