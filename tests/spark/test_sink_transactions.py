@@ -1,5 +1,6 @@
 """Transactional writes (`transactional=true`): tasks send half messages, the driver's commit makes
-a batch visible. The brokers' duplicate window is off: exactly once rests on the transactions alone."""
+a batch visible. The brokers' duplicate window is off (but in one variant of the stopped query):
+exactly once rests on the transactions alone."""
 
 from __future__ import annotations
 
@@ -32,10 +33,9 @@ from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, stream, wai
 from tests.spark.test_exactly_once import finish, start_copy
 from tests.spark.test_sink_brokers import fill
 
-BROKER_SETTINGS = tuple(
+CHECKS = tuple(
     arg
     for setting in (
-        "duplicateWindowSeconds=0",
         "transactionTimeOut=1000",
         "transactionCheckInterval=1000",
         "transactionCheckMax=1000",
@@ -43,6 +43,7 @@ BROKER_SETTINGS = tuple(
     )
     for arg in ("--set", setting)
 )
+BROKER_SETTINGS = ("--set", "duplicateWindowSeconds=0", *CHECKS)
 
 
 @pytest.fixture(scope="module")
@@ -188,9 +189,13 @@ def test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_onc
 
 @pytest.mark.slow
 @pytest.mark.timeout(3 * QUERY_TIMEOUT_S + 120)
+@pytest.mark.parametrize("window", ["off", "on"])
 def test_a_query_stopped_between_its_sends_and_its_commit_writes_every_row_once_after_the_restart(
-    spark: SparkSession, cluster: SparkCluster, tmp_path: Path
+    spark: SparkSession, cluster: SparkCluster, servers: ServerFactory, tmp_path: Path, window: str
 ) -> None:
+    """With the duplicate window off (the module's brokers) and on (brokers of the test's own)."""
+    if window == "on":
+        cluster = two_brokers_on(servers, *CHECKS)
     cluster.create_topic("TxStopIn", queues=2, on=("broker-a",))
     cluster.create_topic("TxStopOut")
     bodies = fill(cluster, "TxStopIn", 2_000)
