@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -24,12 +23,8 @@ from tests.waiting import eventually
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[RemotingClient]:
-    remoting = RemotingClient(request_timeout_s=5)
-    try:
-        yield remoting
-    finally:
-        await remoting.close()
+def client(remoting_client: RemotingClient) -> RemotingClient:
+    return remoting_client
 
 
 async def topic_of_one_queue(client: RemotingClient, cluster: Cluster, topic: str) -> None:
