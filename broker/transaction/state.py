@@ -99,8 +99,12 @@ class TransactionState:
 
     def committed_since_watermark(self, commit_log: CommitLog) -> list[int]:
         """Half offsets of the commits stored since the progress was written whose half message is
-        not known to have ended (startup: reads that part of the commit log on the event loop)."""
-        start = max(self.watermark or 0, commit_log.min_offset)
+        not known to have ended (startup: reads that part of the commit log on the event loop).
+        Without a progress file nothing is read: the broker writes it at its first start, before
+        it serves, so no commit is older than the file (a store from before transactions has none)."""
+        if self.watermark is None:
+            return []
+        start = max(self.watermark, commit_log.min_offset)
         positions = commit_log.batches_between(start, commit_log.max_offset)
         found = []
         for _, batch in commit_log.arrow_batches(positions):
