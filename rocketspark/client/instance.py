@@ -106,6 +106,7 @@ class ClientInstance:
         self._consumers: dict[str, ConsumerRegistration] = {}
         # producer group -> what answers the brokers' CHECK_TRANSACTION_STATE for it (transaction.py)
         self._transaction_checkers: dict[str, TransactionChecker] = {}
+        self._unanswered_checks: set[tuple[str, str]] = set()  # (broker, group) asked about with nobody to answer
         self._routed_since_refresh: set[str] = set()  # topics asked for outside producers and consumers
         self._route_listeners: list[Callable[[str, TopicRouteData], None]] = []
         self._lifecycle = Lifecycle(f"client instance {self.client_id}")
@@ -234,8 +235,10 @@ class ClientInstance:
             return
         group = message.properties.get(props.PRODUCER_GROUP, "")
         checker = self._transaction_checkers.get(group)
-        if checker is None:
-            log.warning("broker %s: no transaction producer of group %s here", connection.remote_address, group)
+        if checker is None:  # said once per broker and group: a broker asks about every half message
+            level = logging.DEBUG if (connection.remote_address, group) in self._unanswered_checks else logging.WARNING
+            self._unanswered_checks.add((connection.remote_address, group))
+            log.log(level, "broker %s: no transaction producer of group %s here", connection.remote_address, group)
             return
         checker(connection, request, message)
 

@@ -34,6 +34,9 @@ from rocketspark.spark.option_values import (
 from rocketspark.spark.transactional.options import transaction_log_option
 
 DEFAULT_PRODUCER_GROUP = "spark-rocketmq-producer"
+#: transactional writes default to a group of their own: brokers send checks to any producer of a
+#: half message's group, and only transactional writers can answer them
+DEFAULT_TRANSACTIONAL_GROUP = "spark-rocketmq-txn-producer"
 #: longer than a producer's 3 s: a write waits out a busy broker rather than fail the task
 DEFAULT_SEND_TIMEOUT_MS = 30_000
 DEFAULT_RETRIES = 2
@@ -129,7 +132,10 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
             validate_send_topic(topic)
         except ValidationError as exc:
             raise ConfigError(f"option topic: {exc}") from None
-    group = lowered.get("producergroup", DEFAULT_PRODUCER_GROUP).strip()
+    transactional = bool_option(lowered, "transactional", False)
+    group = lowered.get(
+        "producergroup", DEFAULT_TRANSACTIONAL_GROUP if transactional else DEFAULT_PRODUCER_GROUP
+    ).strip()
     try:
         validate_group(group)
     except ValidationError as exc:
@@ -141,7 +147,6 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         raise ConfigError("option txnAppId: must not be empty")
     if (app_id is None) != (version is None):
         raise ConfigError("options txnAppId and txnVersion go together: set both or neither")
-    transactional = bool_option(lowered, "transactional", False)
     delay_level = int_option(lowered, "delayLevel", minimum=0) or 0
     if transactional and delay_level:
         raise ConfigError("option delayLevel: transactional writes cannot delay rows")

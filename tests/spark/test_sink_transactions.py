@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -23,7 +24,7 @@ from rocketspark.client.transaction import AsyncTransactionProducer
 from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketspark.remoting.body.heartbeat import ConsumeFromWhere
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.spark.sink_options import DEFAULT_PRODUCER_GROUP
+from rocketspark.spark.sink_options import DEFAULT_TRANSACTIONAL_GROUP
 from rocketspark.spark.transactional.listener import RecordListener
 from rocketspark.spark.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, load
 from tests.harness import ServerFactory
@@ -202,10 +203,18 @@ def test_a_query_stopped_between_its_sends_and_its_commit_writes_every_row_once_
     checkpoint = tmp_path / "ckpt"
     halves_before = half_messages(cluster)
     query = start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, 2_000, transactional="true")
+    # the driver goes away before it ends anything: its commit cannot begin, as the directory of the
+    # query's batch records is a file (made before the tasks have sent their 2,000 rows)
+    records = checkpoint / "rocketmq-transactions" / query.id
+    records.parent.mkdir(parents=True, exist_ok=True)
+    records.write_bytes(b"")
     try:
         wait_for(lambda: half_messages(cluster) > halves_before, "the first half messages", 120)
+        with pytest.raises(StreamingQueryException):  # its commit failed before it ended anything
+            query.awaitTermination(QUERY_TIMEOUT_S)
     finally:
         query.stop()
+    records.unlink()
     assert visible(cluster, "TxStopOut") == Counter()  # nothing of the batch is visible
     finish(start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, 2_000, transactional="true"))
     assert visible(cluster, "TxStopOut") == Counter(bodies)
@@ -225,7 +234,7 @@ def group_member(cluster: SparkCluster, topic: str) -> Iterator[None]:
         heartbeat_broker_interval_ms=200,
         poll_name_server_interval_ms=200,
     )
-    member = AsyncTransactionProducer(DEFAULT_PRODUCER_GROUP, RecordListener(), client_config=config)
+    member = AsyncTransactionProducer(DEFAULT_TRANSACTIONAL_GROUP, RecordListener(), client_config=config)
     shared_loop().run(member.start(), 30)
     try:
         shared_loop().run(member.fetch_publish_queues(topic), 30)  # its brokers get its heartbeats

@@ -10,6 +10,7 @@ broker asks again, maybe another producer.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 
@@ -18,7 +19,7 @@ from rocketspark.client.transaction import AsyncTransactionProducer, Transaction
 from rocketspark.message.message import Message, MessageExt
 from rocketspark.spark import cluster
 from rocketspark.spark.sink_options import SinkOptions
-from rocketspark.spark.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, load
+from rocketspark.spark.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, BatchRecord, load
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +27,42 @@ log = logging.getLogger(__name__)
 #: use the same producer group in the same process
 INSTANCE_NAME = "rocketspark-transactions"
 
+#: records a listener keeps read (a running query's checks are about its last few batches)
+_CACHED_RECORDS = 16
+
 _producers: dict[tuple[object, ...], AsyncTransactionProducer] = {}
 _lock = threading.Lock()
 
 
 class RecordListener:
-    """Answers checks from the batch records; the sink never runs local transactions through it."""
+    """Answers checks from the batch records; the sink never runs local transactions through it.
+
+    A broker asks about every half message of a batch it has not seen ended, so one record answers
+    thousands of checks: it is read again only when its file changed (checks run on the producer's
+    check threads, and a record of 50,000 rows took longer to read than to end its rows).
+    """
+
+    def __init__(self) -> None:
+        self._cached: dict[str, tuple[tuple[int, int], BatchRecord]] = {}
+        self._cache_lock = threading.Lock()
+
+    def _record(self, path: str) -> BatchRecord | None:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return load(path)  # None, or what load says about a record it cannot read
+        version = (stat.st_mtime_ns, stat.st_size)
+        with self._cache_lock:
+            cached = self._cached.get(path)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        record = load(path)
+        if record is not None:
+            with self._cache_lock:
+                self._cached[path] = (version, record)
+                if len(self._cached) > _CACHED_RECORDS:  # the oldest first: dicts keep insertion order
+                    del self._cached[next(iter(self._cached))]
+        return record
 
     def execute_local_transaction(self, message: Message, arg: Any) -> TransactionStatus:
         return TransactionStatus.UNKNOWN
@@ -41,9 +72,9 @@ class RecordListener:
         if not path or not attempt:
             log.warning("half message %s was not sent by the transactional sink: state unknown", message.msg_id)
             return TransactionStatus.UNKNOWN
-        record = load(path)
+        record = self._record(path)
         answer = TransactionStatus.UNKNOWN if record is None else record.answer(attempt)
-        log.info("check of half message %s (attempt %s of %s): %s", message.msg_id, attempt, path, answer.name)
+        log.debug("check of half message %s (attempt %s of %s): %s", message.msg_id, attempt, path, answer.name)
         return answer
 
 
