@@ -22,6 +22,7 @@ Row counts come from the queries' progress and must equal what the broker holds.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -302,7 +303,8 @@ async def main(seconds: float, limit: int) -> None:
             stream_peaks = peak_memory(python_workers(spark))
             batch = functools.partial(source, spark, target, streaming=False)
             split = spark_source_reads.min_partitions(batch, stored, BROKER)
-            pushed = spark_source_reads.pushdown(spark, batch, target, stored, BROKER)
+            # on a thread of its own: it asks the broker's counters with asyncio.run, and this is a running loop
+            pushed = await asyncio.to_thread(spark_source_reads.pushdown, spark, batch, target, stored, BROKER)
         finally:
             spark.stop()
     rate = {name: rows / seconds for name, (rows, seconds) in best.items()}
