@@ -21,11 +21,12 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(PY) -m jobs.main
 
+# two xdist workers: the Spark tests in one (one SparkSession), the rest beside them (tests/conftest.py)
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup
 
 test-quick: $(VENV)/.installed
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow"
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
