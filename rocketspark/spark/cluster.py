@@ -21,7 +21,10 @@ from rocketspark.spark.options import SourceOptions
 
 T = TypeVar("T")
 
-_instances: dict[tuple[str, SessionCredentials | None, bool, str | None], ClientInstance] = {}
+#: what tells one process client from another: name servers, credentials and TLS settings
+Connection = tuple[str, SessionCredentials | None, bool, str | None]
+
+_instances: dict[Connection, ClientInstance] = {}
 _lock = threading.Lock()
 #: the longest a single question to the cluster may take before it is an error
 QUERY_TIMEOUT_S = 30.0
@@ -52,6 +55,16 @@ def instance(
         return found
 
 
+def connection_of(options: SourceOptions) -> Connection:
+    """The source's name servers, credentials and TLS settings: the key of its process client."""
+    return (options.namesrv_addr, options.credentials, options.use_tls, options.tls_trust)
+
+
+def source_instance(options: SourceOptions) -> ClientInstance:
+    """This process's client for the source's name servers, credentials and TLS settings."""
+    return instance(*connection_of(options))
+
+
 _heartbeaten: dict[tuple[object, ...], frozenset[str]] = {}
 
 
@@ -64,8 +77,8 @@ def keep_group_alive(options: SourceOptions, topics: Callable[[], Iterable[str]]
     """
     assert options.consumer_group is not None
     group = options.consumer_group
-    key = (options.namesrv_addr, options.credentials, options.use_tls, options.tls_trust, group)
-    client = instance(options.namesrv_addr, options.credentials, options.use_tls, options.tls_trust)
+    key = (*connection_of(options), group)
+    client = source_instance(options)
 
     def consumer_data() -> ConsumerData:  # what each heartbeat says of the group
         return ConsumerData(

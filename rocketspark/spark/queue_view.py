@@ -58,7 +58,7 @@ class QueueView:
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self.client = cluster.instance(options.namesrv_addr, options.credentials, options.use_tls, options.tls_trust)
+        self.client = cluster.source_instance(options)
         self.unreachable: dict[MessageQueue, str] = {}
         self._silent: dict[str, str] = {}  # broker name: why it did not answer
 

@@ -37,12 +37,10 @@ _pullers: dict[tuple[object, ...], QueuePuller] = {}
 def puller_for(options: SourceOptions) -> QueuePuller:
     """This process's puller for the source's name servers and group, shared by its tasks."""
     group = options.consumer_group or DEFAULT_READER_GROUP
-    key = (options.namesrv_addr, options.credentials, options.use_tls, options.tls_trust, group)
+    key = (*cluster.connection_of(options), group)
     puller = _pullers.get(key)
     if puller is None:
-        puller = _pullers[key] = QueuePuller(
-            cluster.instance(options.namesrv_addr, options.credentials, options.use_tls, options.tls_trust), group
-        )
+        puller = _pullers[key] = QueuePuller(cluster.source_instance(options), group)
     return puller
 
 
