@@ -158,9 +158,10 @@ class NamesrvProcessor:
 
     # -- KV config ---------------------------------------------------------------------------
 
-    def put_kv_config(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def put_kv_config(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(PutKVConfigRequestHeader)
         self.kv_config.put(header.namespace, header.key, header.value)
+        await self.kv_config.writer.flush()  # acknowledged only once on disk
         return request.response()
 
     def get_kv_config(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -173,9 +174,10 @@ class NamesrvProcessor:
             )
         return request.response(header=GetKVConfigResponseHeader(value))
 
-    def delete_kv_config(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def delete_kv_config(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(DeleteKVConfigRequestHeader)
         self.kv_config.delete(header.namespace, header.key)
+        await self.kv_config.writer.flush()
         return request.response()
 
     def get_kv_list(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:

@@ -44,7 +44,7 @@ class TopicAdminProcessor:
         ):
             raise ValidationError(f"the topic {topic} is reserved by the system", code=ResponseCode.INVALID_PARAMETER)
 
-    def create_topic(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def create_topic(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(CreateTopicRequestHeader)
         self._check_user_topic(header.topic)
         if header.read_queue_nums <= 0 or header.write_queue_nums <= 0:
@@ -70,6 +70,7 @@ class TopicAdminProcessor:
             attributes,
         )
         self.broker.topics.put(config)
+        await self.broker.topics.writer.flush()  # acknowledged only once it survives a kill -9
         log.info("topic %s created or updated by %s: %s", header.topic, connection.remote_address, config)
         return request.response()
 
@@ -92,6 +93,7 @@ class TopicAdminProcessor:
         header = request.decode_header(TopicRequestHeader)
         self._check_user_topic(header.topic)
         self.broker.topics.delete(header.topic)
+        await self.broker.topics.writer.flush()
         await self.broker.store.delete_topic(header.topic)
         self.broker.consumer_offsets.delete_topic(header.topic)
         return request.response()

@@ -71,3 +71,27 @@ async def test_kill_minus_nine_loses_no_acknowledged_message(servers: ServerFact
         assert total >= 2000
     finally:
         await reader.close()
+
+
+async def test_a_topic_acknowledged_as_created_survives_kill_minus_nine(servers: ServerFactory, tmp_path) -> None:
+    """UPDATE_AND_CREATE_TOPIC is answered once topics.json is on disk: a broker killed right after
+    the answer comes back with every topic it acknowledged (they were once written by a thread after
+    the answer, and a restarted broker could miss the last ones)."""
+    namesrv = servers.namesrv()
+    data_dir = tmp_path / "broker-data"
+    broker = servers.broker(namesrv.address, data_dir=data_dir)
+    client = RemotingClient(request_timeout_s=5)
+    try:
+        names = [f"Kept{i}" for i in range(20)]
+        for name in names:
+            await admin.create_topic(client, broker.address, TopicConfig(name, 2, 2))
+        broker.kill()
+    finally:
+        await client.close()
+    restarted = servers.broker(namesrv.address, data_dir=data_dir)
+    reader = RemotingClient(request_timeout_s=5)
+    try:
+        configs = await admin.get_all_topic_config(reader, restarted.address)
+    finally:
+        await reader.close()
+    assert set(names) <= set(configs.topic_config_table)
