@@ -23,7 +23,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     Every test that uses the run's SparkSession (the `spark` fixture) joins one group, so one worker
     holds the run's one SparkSession; they go first, as they are the longest share of the run. Every
-    other test is grouped with its module, so a module's fixtures start once. Most of the suite waits
+    other test is grouped with its module, so a module's fixtures start once; modules of slow tests
+    start next. Most of the suite waits
     on servers and JVMs rather than computing (7.5 min of CPU in a 20 min serial run), which is why
     two workers on two cores shorten it. Without xdist the marks do nothing.
     """
@@ -31,7 +32,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         uses_spark = "spark" in getattr(item, "fixturenames", ())
         group = "spark" if uses_spark else item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: "spark" not in getattr(item, "fixturenames", ()))  # stable: order kept within
+    items.sort(key=_start_order)  # stable: the order is kept within each rank
+
+
+def _start_order(item: pytest.Item) -> int:
+    """The Spark group first, then modules of slow tests (Spark jobs in processes of their own, the
+    soak), then the rest: a long module started last would keep its worker busy after the other's end."""
+    if "spark" in getattr(item, "fixturenames", ()):
+        return 0
+    return 1 if item.get_closest_marker("slow") else 2
 
 
 @pytest.fixture

@@ -146,6 +146,7 @@ def example_runs(namesrv: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         runs.kill_all()
 
 
+@pytest.mark.slow  # several run Spark in a process of their own
 @pytest.mark.parametrize("example_id", EXAMPLES)
 def test_example_runs(example_runs: ExampleRuns, example_id: str) -> None:
     run = example_runs.finished(example_id)

@@ -8,10 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = 5_000
 
 
+@pytest.mark.slow  # Spark in a process of its own
 def test_main_job_runs_the_demo() -> None:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", COLUMNS="160")
     result = subprocess.run(

@@ -3,26 +3,23 @@
 `local-cluster[2,1,1024]` starts a standalone master, a worker and two executor JVMs on this machine,
 so readers, writers, options and partitions are pickled on the driver and run in other processes,
 as on a standalone, YARN or Kubernetes cluster. A process holds one SparkContext, so the job runs in
-a subprocess (tests/spark/cluster_job.py) beside the tests' shared local[2] session, which reads the
-result back.
+a subprocess (tests/spark/cluster_job.py); the test pulls the result back from the brokers.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
-import subprocess
-import sys
+import asyncio
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
+from rocketspark.client.api import admin
+from rocketspark.message.message import MessageExt
+from rocketspark.remoting.client import RemotingClient
+from tests.integration.broker_client import pull_all
+from tests.spark.child_jobs import run_child
 from tests.spark.cluster import SparkCluster
 
 JOB = Path(__file__).with_name("cluster_job.py")
@@ -30,34 +27,20 @@ JOB_TIMEOUT_S = 360
 MESSAGES = 1_000
 
 
-def run_job(args: list[str], log: Path) -> dict:
-    """Run cluster_job.py in its own process group; kill the group (executor JVMs too) on timeout."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
-    env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, str(JOB), *args],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            env=env,
-            start_new_session=True,
-        )
-        try:
-            stdout, _ = process.communicate(timeout=JOB_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            stdout = ""
-        finally:
-            # whatever of the job is left: its driver JVM and the executor JVMs it started (their Python
-            # daemons end when their JVM does)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.communicate(timeout=30)
-    tail = "\n".join(log.read_text().splitlines()[-40:])
-    assert process.returncode == 0, f"the cluster job failed ({process.returncode}):\n{tail}"
-    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, f"the cluster job printed no result:\n{stdout}\n{tail}"
-    return json.loads(lines[-1].removeprefix("RESULT "))
+async def stored_messages(brokers: list[str], topic: str) -> list[MessageExt]:
+    """Every message of `topic` on `brokers`, pulled queue by queue (the test needs no SparkSession
+    of its own, so it runs beside the Spark tests rather than after them)."""
+    client = RemotingClient()
+    try:
+        configs = [await admin.get_all_topic_config(client, broker) for broker in brokers]
+        return [
+            message
+            for broker, config in zip(brokers, configs, strict=True)
+            for queue_id in range(config.topic_config_table[topic].write_queue_nums)
+            for message in await pull_all(client, broker, topic, queue_id)
+        ]
+    finally:
+        await client.close()
 
 
 def wait_gone(pids: set[int], timeout_s: float = 30.0) -> None:
@@ -70,41 +53,34 @@ def wait_gone(pids: set[int], timeout_s: float = 30.0) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(JOB_TIMEOUT_S + 120)
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="connections are traced through Linux's /proc")
-def test_stream_from_topic_to_topic_on_two_executors(
-    spark: SparkSession, two_brokers: SparkCluster, tmp_path: Path
-) -> None:
+def test_stream_from_topic_to_topic_on_two_executors(two_brokers: SparkCluster, tmp_path: Path) -> None:
     two_brokers.create_topic("ClusterIn")
     two_brokers.create_topic("ClusterOut")
     sent = two_brokers.produce("ClusterIn", MESSAGES)
     namesrv = two_brokers.namesrv_addr
     brokers = [broker.address for broker in two_brokers.brokers.values()]
 
-    result = run_job(
+    result = run_child(
+        JOB,
         [namesrv, "ClusterIn", "ClusterOut", "cluster_test", str(tmp_path / "checkpoint"), namesrv, *brokers],
         tmp_path / "cluster_job.log",
+        JOB_TIMEOUT_S,
     )
     # the executors' Python workers ended with the job
     wait_gone({c["pid"] for c in result["connections"] if c["owner"] in ("0", "1")})
     assert result["inputRows"] == result["outputRows"] == MESSAGES
 
-    out = (
-        spark.read.format("rocketmq")
-        .option("nameserver", namesrv)
-        .option("topic", "ClusterOut")
-        .load()
-        .select(F.col("body").cast("string").alias("body"), "tags", "keys", "properties", "bornHost")
-        .collect()
-    )
+    out = asyncio.run(stored_messages(brokers, "ClusterOut"))
     # every input row arrived exactly once, with its tag, key and user property
-    assert Counter(r.body for r in out) == Counter(row[7].decode() for row in sent)
+    assert Counter(m.body.decode() for m in out) == Counter(row[7].decode() for row in sent)
     expected = {row[7].decode(): (row[5], row[6], str(i)) for i, row in enumerate(sent)}
-    assert all((r.tags, r.keys, r.properties.get("seq")) == expected[r.body] for r in out)
+    assert all((m.tags, m.keys, m.properties.get("seq")) == expected[m.body.decode()] for m in out)
 
     # each message was sent on a connection held by a Python worker of an executor JVM, not the driver,
     # and both executors wrote: the broker stores the sender's address as the message's bornHost
     # (a worker that has exited by the time connections are listed leaves its messages unattributed)
     owners = {c["local"]: c["owner"] for c in result["connections"]}
-    senders = Counter(owners.get(r.bornHost, "unknown") for r in out)
+    senders = Counter(owners.get(m.born_host, "unknown") for m in out)
     assert senders["0"] and senders["1"] and not senders["driver"], senders
     # each executor's Python workers opened clients of their own (name server, brokers); the driver's
     # processes asked the name server for routes and every broker for offsets

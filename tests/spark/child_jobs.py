@@ -1,0 +1,49 @@
+"""Spark jobs run in a child process of their own, with a deadline and nothing left behind.
+
+A process holds one SparkContext: a job that needs a Spark of its own (a `local-cluster` master, a
+long soak) runs as a script in its own process group, beside the tests' shared session, and prints
+its result as one `RESULT <json>` line. On the deadline the whole group is killed (its driver JVM and
+any executor JVMs it started; their Python daemons end with their JVM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULT_PREFIX = "RESULT "
+
+
+def run_child(script: Path, args: list[str], log: Path, timeout_s: float) -> dict[str, Any]:
+    """Run `script args` with this interpreter; its last RESULT line, decoded. Fails the test with
+    the tail of its stderr (kept in `log`) when it fails, times out or prints no result."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
+    env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, str(script), *args],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            stdout, _ = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            stdout = ""
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate(timeout=30)
+    tail = "\n".join(log.read_text().splitlines()[-40:])
+    assert process.returncode == 0, f"{script.name} failed ({process.returncode}):\n{tail}"
+    lines = [line for line in stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    assert lines, f"{script.name} printed no result:\n{stdout}\n{tail}"
+    return json.loads(lines[-1].removeprefix(RESULT_PREFIX))
