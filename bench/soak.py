@@ -241,11 +241,16 @@ def take_sample(target: Cluster, ledger: Ledger, at_s: float, life: int) -> Samp
     )
 
 
-async def caught_up(ledger: Ledger, query: StreamingQuery) -> None:
+async def caught_up(ledger: Ledger, query: StreamingQuery, spark: SparkSession, output: Path) -> None:
+    """Until every reader read every acknowledged message. Spark's lag counts rows, and rows of sends
+    that failed after storing (a timeout across the restart) can make up for a batch still being
+    written: once the counts agree, the Parquet output's ids are checked too."""
     while True:
         await asyncio.to_thread(note_spark_progress, query, ledger)
         if not (ledger.lag("lite-pull") or ledger.lag("push") or ledger.spark_lag()):
-            return
+            written = await asyncio.to_thread(parquet_reads, spark, output)
+            if not ledger.acknowledged - written.keys():
+                return
         await asyncio.sleep(0.5)
 
 
@@ -317,7 +322,7 @@ async def run(plan: SoakPlan, spark: SparkSession, work_dir: Path) -> dict[str, 
             stop_sending.set()
             churned = await asyncio.wait_for(churn, 60)
             await asyncio.wait_for(asyncio.gather(*tasks[1:]), 60)
-            await asyncio.wait_for(caught_up(ledger, query), CATCH_UP_S)
+            await asyncio.wait_for(caught_up(ledger, query, spark, work_dir / "soak.parquet"), CATCH_UP_S)
         finally:
             stop_sending.set()
             stop_reading.set()

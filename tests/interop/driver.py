@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketspark.processes import ServerProcess
+from tests.interop.real_client import SHUTDOWN_ABORT
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: time a client subprocess gets beyond what its command waits for: start-up, route lookups, shutdown
@@ -109,7 +111,8 @@ class ClientRun:
             _, self.stderr = self.process.communicate()
             self.problem = f"the real client's {self.command} did not finish within {self.timeout_s:.0f} s"
             return None
-        if self.process.returncode != 0:
+        aborted_in_shutdown = self.process.returncode == -signal.SIGABRT and SHUTDOWN_ABORT in self.stderr
+        if self.process.returncode != 0 and not (aborted_in_shutdown and stdout.strip()):
             self.problem = f"the real client's {self.command} exited with code {self.process.returncode}"
             return None
         try:
