@@ -34,7 +34,7 @@ from bench.report import percentiles_ms, progress, record
 from bench.single_records import uniq_key_of, write_single_records
 from rocketspark import AsyncProducer, Message
 from rocketspark.client.api import admin
-from rocketspark.message.record_decoding import decode_records
+from rocketspark.message.records.decoding import decode_records
 from rocketspark.processes import broker_process, namesrv_process, wait_registered
 from rocketspark.remoting.client import RemotingClient
 

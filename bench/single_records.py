@@ -18,7 +18,7 @@ from bench.report import progress
 from broker.store.append_requests import StandardMessage
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
-from rocketspark.message.properties import encode_properties
+from rocketspark.message.properties.codec import encode_properties
 
 IN_FLIGHT = 500
 

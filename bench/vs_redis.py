@@ -33,10 +33,10 @@ from typing import Any
 from bench.cluster import Cluster, cluster
 from bench.report import percentiles_ms, progress, record
 from rocketspark.client.api import admin, pull, send
-from rocketspark.message import properties as props
-from rocketspark.message.batch import encode_batch_body
 from rocketspark.message.ids import UniqueIdGenerator
-from rocketspark.message.record_decoding import decode_records
+from rocketspark.message.properties import codec as props
+from rocketspark.message.records.batch_body import encode_batch_body
+from rocketspark.message.records.decoding import decode_records
 from rocketspark.processes import wait_registered
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient

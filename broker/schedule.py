@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker.store.append_requests import StandardMessage
-from rocketspark.message import properties as props
+from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import SCHEDULE_TOPIC
 
 #: on a delivered message: `<level>:<offset>` of the SCHEDULE_TOPIC_XXXX message it was stored from

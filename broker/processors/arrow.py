@@ -17,8 +17,8 @@ from broker.context import HasConfig, HasStats, HasStore, HasStoreConfig, HasTop
 from broker.processors.send import resolve_send_queue
 from broker.store.results import PutResult, PutStatus
 from rocketspark.errors import ValidationError
-from rocketspark.message.property_columns import encode_properties_column
-from rocketspark.message.schema import PRODUCER_SCHEMA
+from rocketspark.message.batches.schema import PRODUCER_SCHEMA
+from rocketspark.message.properties.columns import encode_properties_column
 from rocketspark.message.validation import validate_user_property_keys
 from rocketspark.remoting.codes import ResponseCode
 from rocketspark.remoting.command import RemotingCommand

@@ -26,8 +26,8 @@ from broker.context import (
 )
 from broker.store.results import GetResult, GetStatus
 from rocketspark.errors import ValidationError
+from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.filter import build_subscription, filter_codes
-from rocketspark.message.schema import STORED_SCHEMA
 from rocketspark.message.validation import validate_group
 from rocketspark.remoting.body.heartbeat import SubscriptionData
 from rocketspark.remoting.body.topic import Perm

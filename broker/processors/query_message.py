@@ -13,7 +13,7 @@ from broker.acl.guard import GuardedProcessorTable
 from broker.acl.permission import Perm
 from broker.acl.resources import Needs, on_topic
 from broker.context import HasAddress, HasStore
-from rocketspark.message.record_encoding import encode_records
+from rocketspark.message.records.encoding import encode_records
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection

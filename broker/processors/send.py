@@ -30,10 +30,10 @@ from broker.store.append_requests import StandardMessage
 from broker.store.results import PutResult, PutStatus
 from broker.transaction.half import half_message, is_half
 from rocketspark.errors import ValidationError
-from rocketspark.message import properties as props
 from rocketspark.message import sysflag
-from rocketspark.message.batch import BatchDecodeError, decode_batch_body
 from rocketspark.message.ids import offset_msg_id
+from rocketspark.message.properties import codec as props
+from rocketspark.message.records.batch_body import BatchDecodeError, decode_batch_body
 from rocketspark.message.validation import (
     SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,

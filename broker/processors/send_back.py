@@ -15,8 +15,8 @@ from typing import Protocol
 from broker.context import HasAddress, HasDelayLevels, HasStore
 from broker.retry import RetryContext, dead_letter_queue, exhausted, retry_queue, subscription_group
 from broker.store.append_requests import StandardMessage
-from rocketspark.message import properties as props
 from rocketspark.message.ids import offset_msg_id
+from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import FIRST_RETRY_DELAY_LEVEL, validate_group
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand

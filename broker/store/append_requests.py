@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from broker.store.results import PutResult
-from rocketspark.message import properties as props
+from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import validate_encoded_properties
 
 

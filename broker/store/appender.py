@@ -46,8 +46,8 @@ from broker.store.round_sends import RoundSend
 from broker.store.stored import StoredBatch, WireRecords
 from rocketspark.aio import wait_until
 from rocketspark.errors import RocketMQError
-from rocketspark.message.record_scalar import encode_record
-from rocketspark.message.stored_batches import stored_batch_from_producer, stored_batch_from_rows
+from rocketspark.message.batches.stored import stored_batch_from_producer, stored_batch_from_rows
+from rocketspark.message.records.scalar import encode_record
 from rocketspark.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from broker.store.config import StoreConfig
 from broker.store.consume_queue import CQ_ENTRY, ConsumeQueue
 from broker.store.index import INDEXED_COLUMNS, IndexService, index_entries
 from broker.store.stored import StoredBatch, as_batches
+from rocketspark.message.batches.columns import tag_code, tag_codes
+from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.ids import offset_msg_id
-from rocketspark.message.message_columns import tag_code, tag_codes
-from rocketspark.message.schema import STORED_SCHEMA
 
 #: called with (topic, queue id, new max offset, tag codes of the new messages) after every store
 ArrivalListener = Callable[[str, int, int, np.ndarray], None]

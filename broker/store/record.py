@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from broker.store.stored import StoredBatch, WireRecords
-from rocketspark.message.schema import STORED_SCHEMA
+from rocketspark.message.batches.schema import STORED_SCHEMA
 
 MAGIC = 0x52534231  # "RSB1": an Arrow record batch
 MAGIC_WIRE = 0x52535731  # "RSW1": message records

@@ -22,8 +22,8 @@ from typing import TypeAlias
 import numpy as np
 import pyarrow as pa
 
-from rocketspark.message.record_decoding import decode_records_to_batch, record_bounds_array
-from rocketspark.message.record_encoding import encode_records
+from rocketspark.message.records.decoding import decode_records_to_batch, record_bounds_array
+from rocketspark.message.records.encoding import encode_records
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,8 @@ from typing import Any
 
 from broker.store.append_requests import StandardMessage
 from rocketspark.errors import ValidationError
-from rocketspark.message import properties as props
 from rocketspark.message import sysflag
+from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
 from rocketspark.remoting.codes import ResponseCode
 

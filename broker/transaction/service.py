@@ -33,10 +33,10 @@ from broker.transaction.half import EndKind, committed_message, discarded_messag
 from broker.transaction.state import TransactionState
 from rocketspark.errors import RocketMQError, ValidationError
 from rocketspark.fileutil import AtomicFileWriter
-from rocketspark.message import properties as props
+from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.ids import offset_msg_id
-from rocketspark.message.record_encoding import encode_records
-from rocketspark.message.schema import STORED_SCHEMA
+from rocketspark.message.properties import codec as props
+from rocketspark.message.records.encoding import encode_records
 from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand

@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 from broker.store.commitlog import CommitLog
 from broker.transaction.half import EndKind
 from rocketspark.fileutil import AtomicFileWriter
-from rocketspark.message import properties as props
 from rocketspark.message import sysflag
+from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import TRANS_HALF_TOPIC
 from rocketspark.remoting.body.jsonbody import loads
 

@@ -222,7 +222,7 @@ def body_text(body: bytes) -> str:
 
 def message_record(message: MessageExt) -> dict[str, object]:
     """A received message as one JSON object (`consume --json`, `message show --json`)."""
-    from rocketspark.message.properties import SYSTEM_KEYS  # noqa: PLC0415
+    from rocketspark.message.properties.codec import SYSTEM_KEYS  # noqa: PLC0415
 
     return {
         "topic": message.topic,

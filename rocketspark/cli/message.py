@@ -66,7 +66,7 @@ async def _by_offset_id(admin: Admin, msg_id: str) -> list[MessageExt]:
     from rocketspark.client.api.admin import view_message  # noqa: PLC0415
     from rocketspark.errors import ResponseError  # noqa: PLC0415
     from rocketspark.message.ids import decode_offset_msg_id  # noqa: PLC0415
-    from rocketspark.message.record_decoding import decode_records  # noqa: PLC0415
+    from rocketspark.message.records.decoding import decode_records  # noqa: PLC0415
 
     try:
         address, offset = decode_offset_msg_id(msg_id.strip().upper())
@@ -87,7 +87,7 @@ async def _by_key(admin: Admin, topic: str, key: str, max_num: int, *, unique: b
     from rocketspark.client.api.admin import query_message  # noqa: PLC0415
     from rocketspark.client.routes import master_addresses  # noqa: PLC0415
     from rocketspark.errors import QueryNotFoundError  # noqa: PLC0415
-    from rocketspark.message.record_decoding import decode_records  # noqa: PLC0415
+    from rocketspark.message.records.decoding import decode_records  # noqa: PLC0415
 
     masters = master_addresses(await admin.route(topic))
 

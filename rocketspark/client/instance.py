@@ -29,9 +29,9 @@ from rocketspark.errors import (
     TopicNotExistError,
     ValidationError,
 )
-from rocketspark.message import properties as props
 from rocketspark.message.message import MessageExt
-from rocketspark.message.record_scalar import decode_small, record_bounds
+from rocketspark.message.properties import codec as props
+from rocketspark.message.records.scalar import decode_small, record_bounds
 from rocketspark.message.validation import validate_client_group
 from rocketspark.remoting.body.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from rocketspark.remoting.body.route import TopicRouteData

@@ -32,14 +32,14 @@ from rocketspark.errors import (
     TopicNotExistError,
     ValidationError,
 )
-from rocketspark.message import properties as props
 from rocketspark.message import sysflag
-from rocketspark.message.batch import encode_batch_body
+from rocketspark.message.batches.producer import producer_batch
 from rocketspark.message.ids import UniqueIdGenerator
 from rocketspark.message.message import Message
-from rocketspark.message.producer_batches import producer_batch
-from rocketspark.message.property_columns import encode_properties_column
+from rocketspark.message.properties import codec as props
+from rocketspark.message.properties.columns import encode_properties_column
 from rocketspark.message.queue import MessageQueue
+from rocketspark.message.records.batch_body import encode_batch_body
 from rocketspark.message.validation import (
     AUTO_CREATE_TOPIC_KEY,
     RETRY_GROUP_TOPIC_PREFIX,

@@ -17,12 +17,12 @@ import pyarrow.compute as pc
 from rocketspark.client.api.pull import PullResult, PullStatus, pull_message
 from rocketspark.client.instance import ClientInstance
 from rocketspark.errors import RequestCodeNotSupportedError
+from rocketspark.message.batches.columns import decompress_bodies
+from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.filter import parse_tag_expression
 from rocketspark.message.message import MessageExt
-from rocketspark.message.message_columns import decompress_bodies
 from rocketspark.message.queue import MessageQueue
-from rocketspark.message.record_decoding import decode_records, decode_records_to_batch
-from rocketspark.message.schema import STORED_SCHEMA
+from rocketspark.message.records.decoding import decode_records, decode_records_to_batch
 from rocketspark.remoting.headers.pull import (
     FLAG_COMMIT_OFFSET,
     FLAG_SUBSCRIPTION,

@@ -24,10 +24,10 @@ from rocketspark.client.instance import ClientInstance
 from rocketspark.client.producer import AsyncProducer
 from rocketspark.client.send_retry import send_with_retries
 from rocketspark.errors import RocketMQError, ValidationError
-from rocketspark.message import properties as props
 from rocketspark.message import sysflag
 from rocketspark.message.ids import decode_offset_msg_id
 from rocketspark.message.message import Message, MessageExt
+from rocketspark.message.properties import codec as props
 from rocketspark.message.queue import MessageQueue
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection

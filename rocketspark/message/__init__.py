@@ -1,4 +1,6 @@
-"""Messages: the Python types, RocketMQ's binary record codecs, and the one Arrow batch schema.
+"""Messages: the Python types (`message`, `queue`), ids, tag filters, name and body validation, and
+three sub-packages: `records` (RocketMQ's binary message records), `batches` (Arrow batches of
+messages and their one schema definition) and `properties` (the properties string and its columns).
 
 Everything that produces, stores, transfers or reads messages imports it from here.
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rocketspark.message import properties as props
+from rocketspark.message.properties import codec as props
 from rocketspark.message.queue import MessageQueue
 
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from rocketspark.errors import ValidationError
-from rocketspark.message import properties as props
+from rocketspark.message.properties import codec as props
 from rocketspark.remoting.codes import ResponseCode
 
 NAME_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")  # use fullmatch: `$` also matches before a final newline

@@ -19,7 +19,7 @@ from pyspark.sql.datasource import InputPartition
 from rocketspark.client.api.pull import PullStatus
 from rocketspark.client.puller import QueuePuller
 from rocketspark.errors import DataLossError, RocketMQError
-from rocketspark.message.spark_batches import to_spark_batch
+from rocketspark.message.batches.spark import to_spark_batch
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.planning import RocketMQPartition

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from rocketspark.message.batches.stable_hashes import GOLDEN, KEY_SEEDS, NULL_HASH, U64, binary_hashes, mix64
 from rocketspark.message.ids import hex_rows
-from rocketspark.message.stable_hashes import GOLDEN, KEY_SEEDS, NULL_HASH, U64, binary_hashes, mix64
 
 
 def _map_hashes(array: pa.MapArray) -> tuple[np.ndarray, np.ndarray]:

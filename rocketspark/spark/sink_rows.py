@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketspark.errors import ValidationError
+from rocketspark.message.batches.producer import producer_batch
 from rocketspark.message.hashing import java_string_hash_array
-from rocketspark.message.producer_batches import producer_batch
-from rocketspark.message.properties import SYSTEM_KEYS
+from rocketspark.message.properties.codec import SYSTEM_KEYS
 from rocketspark.message.queue import MessageQueue
 from rocketspark.spark.sink_ids import IdScope
 from rocketspark.spark.sink_options import SinkOptions

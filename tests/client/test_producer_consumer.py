@@ -24,9 +24,9 @@ from rocketspark.client.api import admin, offset
 from rocketspark.client.config import ClientConfig
 from rocketspark.client.lifecycle import ClientStateError
 from rocketspark.errors import RocketMQError, TopicNotExistError, ValidationError
-from rocketspark.message import properties as props
 from rocketspark.message.ids import decode_offset_msg_id
-from rocketspark.message.record_decoding import decode_records
+from rocketspark.message.properties import codec as props
+from rocketspark.message.records.decoding import decode_records
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.client.conftest import Cluster

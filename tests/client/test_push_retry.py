@@ -18,7 +18,7 @@ import pytest
 from rocketspark import ConsumeStatus, MessageExt, MessageModel
 from rocketspark.client.api import offset
 from rocketspark.errors import TopicNotExistError
-from rocketspark.message import properties as props
+from rocketspark.message.properties import codec as props
 from rocketspark.remoting.client import RemotingClient
 from tests.cli.conftest import run_cli
 from tests.client.conftest import Cluster

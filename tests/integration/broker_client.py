@@ -6,10 +6,10 @@ import time
 
 from rocketspark.client.api.pull import PullResult, pull_message
 from rocketspark.client.api.send import SendResult, send_message
-from rocketspark.message.batch import encode_batch_body
 from rocketspark.message.message import MessageExt
-from rocketspark.message.properties import encode_properties
-from rocketspark.message.record_decoding import decode_records
+from rocketspark.message.properties.codec import encode_properties
+from rocketspark.message.records.batch_body import encode_batch_body
+from rocketspark.message.records.decoding import decode_records
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.codes import RequestCode
 from rocketspark.remoting.headers.pull import FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageRequestHeader

@@ -8,7 +8,7 @@ from typing import Self
 
 import pyarrow as pa
 
-from rocketspark.message.schema import PRODUCER_SCHEMA
+from rocketspark.message.batches.schema import PRODUCER_SCHEMA
 from rocketspark.remoting.codec import FrameDecoder, encode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.extension import ExtensionCode

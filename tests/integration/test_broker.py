@@ -22,11 +22,11 @@ from rocketspark.errors import (
     ServerSystemError,
     TopicNotExistError,
 )
+from rocketspark.message.batches.producer import producer_batch
+from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.ids import decode_offset_msg_id
-from rocketspark.message.producer_batches import producer_batch
 from rocketspark.message.queue import MessageQueue
-from rocketspark.message.record_decoding import decode_records
-from rocketspark.message.schema import STORED_SCHEMA
+from rocketspark.message.records.decoding import decode_records
 from rocketspark.message.sysflag import TRANSACTION_PREPARED_TYPE
 from rocketspark.processes import ServerProcess
 from rocketspark.remoting.body.heartbeat import ConsumerData, HeartbeatData, SubscriptionData

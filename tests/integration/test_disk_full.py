@@ -17,7 +17,7 @@ import pytest
 from rocketspark.client.api import admin
 from rocketspark.client.api.offset import get_min_offset
 from rocketspark.errors import RocketMQError
-from rocketspark.message.record_decoding import decode_records
+from rocketspark.message.records.decoding import decode_records
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.codes import ResponseCode

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from rocketspark.client.api.send import send_arrow, send_message
-from rocketspark.message.batch import encode_batch_body
-from rocketspark.message.producer_batches import producer_batch
+from rocketspark.message.batches.producer import producer_batch
+from rocketspark.message.records.batch_body import encode_batch_body
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.codes import RequestCode
 from tests.harness import ServerFactory

@@ -14,9 +14,9 @@ import pytest
 from rocketspark.client.api.route import get_route
 from rocketspark.client.api.send import send_back, send_message
 from rocketspark.errors import MessageIllegalError
-from rocketspark.message import properties as props
-from rocketspark.message.batch import encode_batch_body
 from rocketspark.message.message import MessageExt
+from rocketspark.message.properties import codec as props
+from rocketspark.message.records.batch_body import encode_batch_body
 from rocketspark.processes import ServerProcess
 from rocketspark.remoting.body.topic import DEFAULT_PERM
 from rocketspark.remoting.client import RemotingClient

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Iterator
 import pyarrow as pa
 import pytest
 
-from rocketspark.message.properties import encode_properties
-from rocketspark.message.schema import PRODUCER_SCHEMA
+from rocketspark.message.batches.schema import PRODUCER_SCHEMA
+from rocketspark.message.properties.codec import encode_properties
 from rocketspark.processes import ServerProcess
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.codes import RequestCode, ResponseCode

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rocketspark.message import properties as props
 from rocketspark.message.message import MessageExt
+from rocketspark.message.properties import codec as props
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from tests.interop.conftest import Cluster
 from tests.interop.driver import Consumed, OutgoingMessage, Send

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocketspark.client.api import admin
-from rocketspark.message import properties as props
+from rocketspark.message.properties import codec as props
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory

@@ -11,7 +11,7 @@ from broker.acl.addresses import client_ip
 from broker.acl.resources import RULES
 from broker.acl.validator import AccessValidator
 from rocketspark.message.ids import decode_offset_msg_id
-from rocketspark.message.record_decoding import decode_records
+from rocketspark.message.records.decoding import decode_records
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.headers.admin import CreateTopicRequestHeader, ViewMessageRequestHeader

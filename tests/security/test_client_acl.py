@@ -27,7 +27,7 @@ from rocketspark import (
 )
 from rocketspark.client.api import admin, offset
 from rocketspark.client.api.route import get_route
-from rocketspark.message.record_decoding import decode_records
+from rocketspark.message.records.decoding import decode_records
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory

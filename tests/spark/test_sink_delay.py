@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 
 from rocketspark.client.api.send import send_back
 from rocketspark.errors import ValidationError
-from rocketspark.message import properties as props
 from rocketspark.message.message import MessageExt
+from rocketspark.message.properties import codec as props
 from rocketspark.message.queue import MessageQueue
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.headers.send import ConsumerSendMsgBackRequestHeader

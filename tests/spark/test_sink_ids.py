@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rocketspark.errors import ConfigError
-from rocketspark.message.producer_batches import producer_batch
+from rocketspark.message.batches.producer import producer_batch
 from rocketspark.spark.datasource import RocketMQDataSource
 from rocketspark.spark.sink_ids import IdScope
 from rocketspark.spark.sink_options import parse_sink

@@ -9,7 +9,7 @@ import pytest
 from broker.store.append_requests import StandardMessage
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
-from rocketspark.message.properties import encode_properties
+from rocketspark.message.properties.codec import encode_properties
 
 STORE_HOST = "127.0.0.1:10911"
 

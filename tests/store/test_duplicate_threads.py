@@ -18,7 +18,7 @@ import pytest
 
 from broker.store.commitlog import CommitLog
 from broker.store.message_store import MessageStore
-from rocketspark.message.producer_batches import producer_batch
+from rocketspark.message.batches.producer import producer_batch
 from tests.store.conftest import StoreFactory, message
 from tests.store.test_message_store import read_all
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from broker.store.dedup import DuplicateWindow, key_hash, key_hashes
 from broker.store.key_table import KeyTable, TableShape
 from broker.store.round_duplicates import SMALL_ROUND
-from rocketspark.message.producer_batches import producer_batch
+from rocketspark.message.batches.producer import producer_batch
 from tests.store.conftest import StoreFactory, message
 
 U64 = np.uint64

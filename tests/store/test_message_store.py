@@ -15,10 +15,10 @@ from broker.store.commitlog import segment_name
 from broker.store.config import FlushDiskType
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
+from rocketspark.message.batches.producer import producer_batch
 from rocketspark.message.hashing import java_string_hash
 from rocketspark.message.ids import decode_offset_msg_id, offset_msg_id
-from rocketspark.message.producer_batches import producer_batch
-from rocketspark.message.record_decoding import decode_records
+from rocketspark.message.records.decoding import decode_records
 from tests.store.conftest import STORE_HOST, StoreFactory, message
 
 ALL = 1_000_000

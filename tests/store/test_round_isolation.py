@@ -13,7 +13,7 @@ import pytest
 
 from broker.store.config import FlushDiskType
 from rocketspark.errors import ValidationError
-from rocketspark.message.producer_batches import producer_batch
+from rocketspark.message.batches.producer import producer_batch
 from tests.store.conftest import StoreFactory, message
 from tests.store.test_message_store import read_all
 

@@ -10,7 +10,7 @@ from broker.schedule import ORIGIN
 from broker.schedule_progress import DeliveryProgress
 from broker.store.append_requests import StandardMessage
 from rocketspark.fileutil import AtomicFileWriter
-from rocketspark.message.properties import encode_properties
+from rocketspark.message.properties.codec import encode_properties
 from rocketspark.message.validation import SCHEDULE_TOPIC
 from tests.store.conftest import StoreFactory
 

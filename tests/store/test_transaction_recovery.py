@@ -11,8 +11,8 @@ from broker.store.message_store import MessageStore
 from broker.transaction.half import EndKind, committed_message, half_message
 from broker.transaction.service import CheckSettings, TransactionService
 from rocketspark.fileutil import AtomicFileWriter
-from rocketspark.message import properties as props
 from rocketspark.message import sysflag
+from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketspark.remoting.headers.transaction import EndTransactionRequestHeader
 from tests.store.conftest import StoreFactory, message

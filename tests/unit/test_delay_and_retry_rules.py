@@ -11,7 +11,7 @@ from broker.store.append_requests import StandardMessage
 from broker.store.config import StoreConfig
 from broker.subscription_group_manager import SubscriptionGroupConfig
 from rocketspark.errors import ValidationError
-from rocketspark.message import properties as props
+from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import SCHEDULE_TOPIC, delay_level_of, group_of_retry_topic
 
 

@@ -13,14 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketspark.message import ids, sysflag
-from rocketspark.message import properties as props
-from rocketspark.message.batch import BatchDecodeError, BatchEntry, decode_batch_body, encode_batch_body
-from rocketspark.message.record_decoding import RecordDecodeError, decode_records, decode_records_to_batch
-from rocketspark.message.record_encoding import encode_records
-from rocketspark.message.record_layout import MAGIC_V1, MAGIC_V2
-from rocketspark.message.record_scalar import SMALL_RECORDS
-from rocketspark.message.schema import STORED_SCHEMA
-from rocketspark.message.stored_batches import stored_batch_from_rows
+from rocketspark.message.batches.schema import STORED_SCHEMA
+from rocketspark.message.batches.stored import stored_batch_from_rows
+from rocketspark.message.properties import codec as props
+from rocketspark.message.records.batch_body import BatchDecodeError, BatchEntry, decode_batch_body, encode_batch_body
+from rocketspark.message.records.decoding import RecordDecodeError, decode_records, decode_records_to_batch
+from rocketspark.message.records.encoding import encode_records
+from rocketspark.message.records.layout import MAGIC_V1, MAGIC_V2
+from rocketspark.message.records.scalar import SMALL_RECORDS
 from rocketspark.remoting.codec import FrameDecoder
 from rocketspark.remoting.codes import LanguageCode, RequestCode
 

@@ -13,20 +13,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketspark.message import ids, sysflag
-from rocketspark.message import properties as props
+from rocketspark.message.batches.columns import decompress_bodies, message_ids, tag_codes
+from rocketspark.message.batches.producer import producer_batch
+from rocketspark.message.batches.schema import PRODUCER_SCHEMA, SPARK_SCHEMA, STORED_SCHEMA
+from rocketspark.message.batches.spark import to_spark_batch
+from rocketspark.message.batches.stored import stored_batch_from_producer, stored_batch_from_rows
 from rocketspark.message.hashing import java_string_hash
-from rocketspark.message.message_columns import decompress_bodies, message_ids, tag_codes
-from rocketspark.message.producer_batches import producer_batch
-from rocketspark.message.property_columns import (
+from rocketspark.message.properties import codec as props
+from rocketspark.message.properties.columns import (
     PROPERTIES_MAP,
     encode_properties_column,
     map_to_properties,
     properties_to_map,
     property_values,
 )
-from rocketspark.message.schema import PRODUCER_SCHEMA, SPARK_SCHEMA, STORED_SCHEMA
-from rocketspark.message.spark_batches import to_spark_batch
-from rocketspark.message.stored_batches import stored_batch_from_producer, stored_batch_from_rows
 
 STORE_HOST = "10.0.0.2:10911"
 PLACEMENT = {

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rocketspark.message import properties as props
-from rocketspark.message import record_decoding
-from rocketspark.message.record_decoding import RecordDecodeError, decode_records_to_batch, record_bounds_array
-from rocketspark.message.record_encoding import encode_records
-from rocketspark.message.record_layout import MAGIC_V1
-from rocketspark.message.record_scalar import record_bounds
+from rocketspark.message.properties import codec as props
+from rocketspark.message.records import decoding as record_decoding
+from rocketspark.message.records.decoding import RecordDecodeError, decode_records_to_batch, record_bounds_array
+from rocketspark.message.records.encoding import encode_records
+from rocketspark.message.records.layout import MAGIC_V1
+from rocketspark.message.records.scalar import record_bounds
 from tests.unit.test_message_codec import STORE_HOST, stored
 
 MAGIC_BYTES = (MAGIC_V1 & 0xFFFFFFFF).to_bytes(4, "big")

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from rocketspark.client.api.common import call
+from rocketspark.message.batches.schema import PRODUCER_SCHEMA
 from rocketspark.message.ids import offset_msg_id
 from rocketspark.message.queue import MessageQueue
-from rocketspark.message.schema import PRODUCER_SCHEMA
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand, next_opaque

@@ -28,7 +28,7 @@ from rocketspark.client.push.options import PushOptions
 from rocketspark.client.push.process_queue import ProcessQueue
 from rocketspark.errors import RocketMQError
 from rocketspark.message.message import MessageExt
-from rocketspark.message.record_scalar import RecordDecodeError
+from rocketspark.message.records.scalar import RecordDecodeError
 from rocketspark.remoting.body.heartbeat import MessageModel
 
 log = logging.getLogger(__name__)

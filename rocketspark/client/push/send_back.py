@@ -16,8 +16,8 @@ import time
 from rocketspark.client.api.send import send_back, send_message
 from rocketspark.client.instance import ClientInstance
 from rocketspark.errors import RocketMQError
-from rocketspark.message import properties as props
 from rocketspark.message.message import MessageExt
+from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import AUTO_CREATE_TOPIC_KEY, FIRST_RETRY_DELAY_LEVEL, retry_topic
 from rocketspark.remoting.headers.send import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 

@@ -1,4 +1,4 @@
-"""Message records read back, as Java's `MessageDecoder.decodesBatch` does on a client (see record_layout).
+"""Message records read back, as Java's `MessageDecoder.decodesBatch` does on a client (see records.layout).
 
 Decoding finds the record boundaries (:func:`record_bounds_array`: numpy over large inputs, a
 Python loop that reads only TOTALSIZE over small ones), or takes them from a caller that knows
@@ -16,12 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketspark.message import ids, sysflag
-from rocketspark.message import properties as props
-from rocketspark.message.arrow_arrays import binary_from_ranges
+from rocketspark.message.batches.arrays import binary_from_ranges
+from rocketspark.message.batches.columns import decompress_bodies, message_ids
+from rocketspark.message.batches.stored import stored_batch
 from rocketspark.message.message import MessageExt
-from rocketspark.message.message_columns import decompress_bodies, message_ids
-from rocketspark.message.property_columns import property_values
-from rocketspark.message.record_layout import (
+from rocketspark.message.properties import codec as props
+from rocketspark.message.properties.columns import property_values
+from rocketspark.message.records.layout import (
     BE_I16,
     BE_I32,
     IPV4_HOST,
@@ -35,14 +36,13 @@ from rocketspark.message.record_layout import (
     SYS_FLAG_POSITION,
     record_prefix,
 )
-from rocketspark.message.record_scalar import (
+from rocketspark.message.records.scalar import (
     SMALL_RECORDS,
     RecordDecodeError,
     decode_small,
     format_host,
     record_bounds,
 )
-from rocketspark.message.stored_batches import stored_batch
 
 __all__ = ["RecordDecodeError", "decode_records", "decode_records_to_batch", "record_bounds_array"]
 
@@ -248,7 +248,7 @@ def decode_records(data: bytes | memoryview, *, broker_name: str = "", decompres
     Compressed bodies are inflated (and the COMPRESSED bit cleared) unless `decompress` is false.
     `msg_id` is the producer's UNIQ_KEY when set, else the offset msgId, as Java's `getMsgId`.
     Raises RecordDecodeError for truncated or corrupt input. A few records are decoded one at a
-    time (:mod:`rocketspark.message.record_scalar`), more with numpy over all of them.
+    time (:mod:`rocketspark.message.records.scalar`), more with numpy over all of them.
     """
     if len(data) <= SMALL_RECORDS * _SMALL_RECORD_BYTES:
         bounds = record_bounds(data, limit=SMALL_RECORDS + 1)  # stops once there are too many

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketspark.message.arrow_arrays import require_schema
-from rocketspark.message.message_columns import decompress_bodies
-from rocketspark.message.property_columns import properties_to_map
-from rocketspark.message.schema import SPARK_SCHEMA, SPARK_TIMESTAMP, STORED_SCHEMA
+from rocketspark.message.batches.arrays import require_schema
+from rocketspark.message.batches.columns import decompress_bodies
+from rocketspark.message.batches.schema import SPARK_SCHEMA, SPARK_TIMESTAMP, STORED_SCHEMA
+from rocketspark.message.properties.columns import properties_to_map
 
 
 def to_spark_batch(stored: pa.RecordBatch, broker_name: str) -> pa.RecordBatch:

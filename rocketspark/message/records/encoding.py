@@ -1,4 +1,4 @@
-"""Message records from STORED_SCHEMA batches: the body of a standard pull response (see record_layout).
+"""Message records from STORED_SCHEMA batches: the body of a standard pull response (see records.layout).
 
 :func:`encode_records` fills the fixed-width fields of every record with numpy structured
 big-endian arrays, and pyarrow's `binary_join_element_wise` kernel concatenates them with the
@@ -14,17 +14,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketspark.message import properties as props
 from rocketspark.message import sysflag
-from rocketspark.message.arrow_arrays import offsets_and_buffer, require_schema
-from rocketspark.message.record_layout import (
+from rocketspark.message.batches.arrays import offsets_and_buffer, require_schema
+from rocketspark.message.batches.schema import STORED_SCHEMA
+from rocketspark.message.properties import codec as props
+from rocketspark.message.records.layout import (
     BE_I16,
     HEAD,
     IPV6_HOST,
     tail_fields,
 )
-from rocketspark.message.record_scalar import SMALL_RECORDS, encode_record, host_bytes, topic_field
-from rocketspark.message.schema import STORED_SCHEMA
+from rocketspark.message.records.scalar import SMALL_RECORDS, encode_record, host_bytes, topic_field
 
 _SMALL_COLUMNS = [
     "topic",
@@ -43,7 +43,7 @@ _SMALL_COLUMNS = [
 
 
 def _encode_small(batch: pa.RecordBatch, store_host: str) -> bytes:
-    """A few records, one at a time (see record_scalar)."""
+    """A few records, one at a time (see records.scalar)."""
     columns = [batch.column(name).to_pylist() for name in _SMALL_COLUMNS]
     return b"".join(
         encode_record(

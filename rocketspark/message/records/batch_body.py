@@ -15,7 +15,7 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from rocketspark.message import properties as props
+from rocketspark.message.properties import codec as props
 
 _HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 _PROPERTIES_LENGTH = struct.Struct(">h")

@@ -1,7 +1,7 @@
 """The RocketMQ properties of a whole column of messages: parsed into maps and values, built from maps.
 
 RocketMQ properties travel as one string per message, ``k\\x01v\\x02k\\x01v\\x02``
-(:mod:`rocketspark.message.properties`). :func:`properties_to_map` and :func:`property_values` parse
+(:mod:`rocketspark.message.properties.codec`). :func:`properties_to_map` and :func:`property_values` parse
 a column of them by locating the separator bytes of the whole data buffer with numpy at once, then
 cutting keys and values out of that buffer as Arrow arrays. :func:`encode_properties_column` builds
 the strings producers send from a map column and the tags, keys and UNIQ_KEY columns.
@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketspark.message import properties as props
-from rocketspark.message.arrow_arrays import binary_from_ranges, offsets_and_buffer, unsliced_offsets
-from rocketspark.message.schema import SPARK_SCHEMA
+from rocketspark.message.batches.arrays import binary_from_ranges, offsets_and_buffer, unsliced_offsets
+from rocketspark.message.batches.schema import SPARK_SCHEMA
+from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import validate_properties_length
 
 #: map<string not null, string not null>: properties as PRODUCER_SCHEMA and SPARK_SCHEMA hold them.

@@ -8,10 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketspark.message import properties as props
-from rocketspark.message.arrow_arrays import first_null, unsliced_offsets
-from rocketspark.message.property_columns import PROPERTIES_MAP
-from rocketspark.message.schema import PRODUCER_SCHEMA
+from rocketspark.message.batches.arrays import first_null, unsliced_offsets
+from rocketspark.message.batches.schema import PRODUCER_SCHEMA
+from rocketspark.message.properties import codec as props
+from rocketspark.message.properties.columns import PROPERTIES_MAP
 
 _STRING_COLUMNS = ("tags", "keys", "uniq_key")
 

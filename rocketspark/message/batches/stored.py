@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 
 from rocketspark.message import ids
-from rocketspark.message.arrow_arrays import first_null, require_schema
-from rocketspark.message.message_columns import message_ids
-from rocketspark.message.property_columns import encode_properties_column
-from rocketspark.message.schema import PRODUCER_SCHEMA, STORED_SCHEMA
+from rocketspark.message.batches.arrays import first_null, require_schema
+from rocketspark.message.batches.columns import message_ids
+from rocketspark.message.batches.schema import PRODUCER_SCHEMA, STORED_SCHEMA
+from rocketspark.message.properties.columns import encode_properties_column
 
 
 def stored_batch_from_producer(

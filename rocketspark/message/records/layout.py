@@ -9,8 +9,8 @@ A pull response body is a concatenation of these records (reference §4.1), all 
 
 A host is its IP (4 bytes, or 16 when the BORNHOST_V6 / STOREHOST_V6 sys flag bit is set) and an
 int32 port. Magic V1 has a one-byte topic length; 5.x writes V2 only for topics over 127 bytes.
-Both directions work on whole batches (:mod:`rocketspark.message.record_encoding`,
-:mod:`rocketspark.message.record_decoding`), as standard pulls move thousands of messages at a time.
+Both directions work on whole batches (:mod:`rocketspark.message.records.encoding`,
+:mod:`rocketspark.message.records.decoding`), as standard pulls move thousands of messages at a time.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Message records one at a time, with `struct`: for single sends and small pulls.
 
-The whole-batch codecs (:mod:`rocketspark.message.record_encoding`,
-:mod:`rocketspark.message.record_decoding`) make a few dozen numpy and Arrow calls per batch,
+The whole-batch codecs (:mod:`rocketspark.message.records.encoding`,
+:mod:`rocketspark.message.records.decoding`) make a few dozen numpy and Arrow calls per batch,
 each of which costs tens of microseconds whatever the batch's size. Below `SMALL_RECORDS` records
 a per-record Python loop is cheaper (about 5 µs a record either way here), so both codecs hand
-small inputs to this module. The layout is the one of :mod:`rocketspark.message.record_layout`;
+small inputs to this module. The layout is the one of :mod:`rocketspark.message.records.layout`;
 the tests check that both paths give the same bytes and the same messages.
 """
 
@@ -17,9 +17,9 @@ import struct
 import zlib
 
 from rocketspark.message import ids, sysflag
-from rocketspark.message import properties as props
 from rocketspark.message.message import MessageExt
-from rocketspark.message.record_layout import (
+from rocketspark.message.properties import codec as props
+from rocketspark.message.records.layout import (
     IPV4_HOST,
     IPV6_HOST,
     MAGIC_V1,
@@ -32,7 +32,7 @@ from rocketspark.message.record_layout import (
 #: at most this many records go through the per-record path
 SMALL_RECORDS = 64
 
-_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP (record_layout.HEAD_FIELDS)
+_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP (layout.HEAD_FIELDS)
 _STORE_TIME = struct.Struct(">q")
 _TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, body length
 _I16 = struct.Struct(">h")
