@@ -84,23 +84,32 @@ class Plan:
     restarted: Offsets = field(default_factory=dict)  # queues that started over, where they are read from
 
 
-def observe(view: OffsetView, begin: Offsets, queues: list[MessageQueue]) -> Observed:
-    """What `view` says of the `queues` the routes list now, for a batch beginning at `begin`."""
+def observe(
+    view: OffsetView, begin: Offsets, queues: list[MessageQueue], *, live_before: set[str] | None = None
+) -> Observed:
+    """What `view` says of the `queues` the routes list now, for a batch beginning at `begin`;
+    `live_before`: the live brokers asked before the routes were (see :func:`settle_missing`)."""
     latest = view.max_offsets(queues)
-    kept, away, lost = settle_missing(view, begin, set(queues))
+    kept, away, lost = settle_missing(view, begin, set(queues), live_before)
     return Observed(kept, latest, {**away, **view.unreachable}, lost)
 
 
 def settle_missing(
-    view: OffsetView, begin: Offsets, current: set[MessageQueue]
+    view: OffsetView, begin: Offsets, current: set[MessageQueue], live_before: set[str] | None = None
 ) -> tuple[Offsets, dict[MessageQueue, str], Offsets]:
     """Queues of `begin` that no route lists any more: their broker is not registered (wait for it,
     keeping the offsets), or their topic or the queues are gone (lost). Returns the offsets without
-    the lost queues, the waiting queues with why, and the lost queues with their offsets."""
+    the lost queues, the waiting queues with why, and the lost queues with their offsets.
+
+    A broker counts as registered only when it was both before the routes were read (`live_before`)
+    and after: one that came back (or went away) in between is not listed in routes read while it was
+    away, and its queues are not lost."""
     missing = [q for q in begin if q not in current]
     if not missing:
         return begin, {}, {}
     live = view.live_brokers()
+    if live_before is not None:
+        live &= live_before
     waiting = {q: f"broker {q.broker_name} is not registered" for q in missing if q.broker_name not in live}
     for queue in waiting:
         log.warning("broker %s of %s is not registered; waiting for it", queue.broker_name, queue)

@@ -202,7 +202,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ends
 
     def _observe(self, view: QueueView, begin: dict[MessageQueue, int]) -> Observed:
-        return observe(view, begin, self._queues(view, must_exist=False))
+        live_before = view.live_brokers()  # before the routes: a broker registering meanwhile is not "live"
+        return observe(view, begin, self._queues(view, must_exist=False), live_before=live_before)
 
     def _wait_for_brokers(self, begin: dict[MessageQueue, int], observed: Observed) -> tuple[QueueView, Observed]:
         """Trigger.AvailableNow must not end as if complete with a broker's messages unread: wait for

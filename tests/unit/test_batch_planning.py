@@ -104,6 +104,16 @@ def test_a_queue_of_a_broker_that_left_the_routes_waits_with_its_offset() -> Non
     assert plan_batch(view, observed, rules()).ends == {A0: 10, B0: 7}
 
 
+def test_a_broker_that_registers_while_the_routes_are_read_is_waited_for_not_lost() -> None:
+    """broker-b came back between the routes (read without it) and the question of which brokers are
+    registered: its queues wait for the next batch instead of counting as lost (CI: a restarted
+    broker failed a query with DataLossError)."""
+    view = FakeView(max={A0: 10}, live={"broker-a", "broker-b"})
+    observed = observe(view, {A0: 0, B0: 7}, [A0], live_before={"broker-a"})
+    assert observed.waiting == {B0: "broker broker-b is not registered"} and not observed.lost
+    assert plan_batch(view, observed, rules()).ends == {A0: 10, B0: 7}
+
+
 def test_a_queue_whose_broker_does_not_answer_keeps_its_offset() -> None:
     view = FakeView(max={A0: 10, B0: 30}, silent={"broker-b"})
     observed = observe(view, {A0: 0, B0: 7}, [A0, B0])
