@@ -65,8 +65,9 @@ async def test_an_undecodable_record_is_logged_and_the_queue_goes_on(
     assert skipped, caplog.text
     assert f"{topic}" in skipped[0].getMessage() and "does not decompress" in skipped[0].getMessage()
     remoting = RemotingClient()
-    try:  # the skipped record counts as consumed
-        assert await offset.query_consumer_offset(remoting, cluster.broker.address, group, topic, 0) == 6
+    try:  # the skipped record (offset 2) counts as consumed; the last message's listener may still be
+        # returning when the consumer shuts down, and at-least-once lets that one be delivered again
+        assert await offset.query_consumer_offset(remoting, cluster.broker.address, group, topic, 0) in (5, 6)
     finally:
         await remoting.close()
 
