@@ -38,6 +38,7 @@ class PeriodicService:
         self._task: asyncio.Task[None] | None = None
         self._triggered = False
         self._waiter: asyncio.Future[None] | None = None
+        self.completed_runs = 0  # runs that returned, failed ones included
 
     @property
     def running(self) -> bool:
@@ -80,3 +81,4 @@ class PeriodicService:
                 raise
             except Exception:
                 log.exception("periodic task %s failed", self.name)
+            self.completed_runs += 1

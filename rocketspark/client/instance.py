@@ -111,13 +111,14 @@ class ClientInstance:
         self._route_listeners: list[Callable[[str, TopicRouteData], None]] = []
         self._lifecycle = Lifecycle(f"client instance {self.client_id}")
         self._failing_brokers: set[str] = set()
+        self._route_refresh = PeriodicService(
+            "client-route-refresh",
+            config.poll_name_server_interval_ms / 1000,
+            self.refresh_routes,
+            initial_delay_s=0.01,
+        )
         self._services = [
-            PeriodicService(
-                "client-route-refresh",
-                config.poll_name_server_interval_ms / 1000,
-                self.refresh_routes,
-                initial_delay_s=0.01,
-            ),
+            self._route_refresh,
             PeriodicService(
                 "client-heartbeat", config.heartbeat_broker_interval_ms / 1000, self.heartbeat, initial_delay_s=1.0
             ),
@@ -153,6 +154,11 @@ class ClientInstance:
     @property
     def state(self) -> ServiceState:
         return self._lifecycle.state
+
+    @property
+    def route_refreshes(self) -> int:
+        """How many periodic route refreshes have finished (the first runs 10 ms after the start)."""
+        return self._route_refresh.completed_runs
 
     async def start(self) -> None:
         self._lifecycle.begin_start()

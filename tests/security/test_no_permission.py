@@ -11,6 +11,7 @@ from rocketspark.processes import wait_registered
 from rocketspark.remoting.body.topic import Perm, TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
+from tests.waiting import eventually
 
 TOPIC = "WipedOnA"
 
@@ -34,8 +35,10 @@ async def test_a_send_refused_by_a_wiped_topic_goes_to_the_other_broker(servers:
             wait_registered(namesrv.address, broker.address, (TOPIC,))
         async with AsyncProducer("wiped_producer", namesrv_addr=namesrv.address, send_timeout_ms=5_000) as producer:
             assert len(await producer.fetch_publish_queues(TOPIC)) == 4  # the route, writable on both
-            assert producer.instance is not None
-            await producer.instance.refresh_routes()  # after the first periodic refresh; the next is in 30 s
+            instance = producer.instance
+            assert instance is not None
+            # the first periodic refresh must end before the wipe (it would read the wiped route); the next is in 30 s
+            await eventually(lambda: instance.route_refreshes >= 1, what="the first route refresh")
             read_only = TopicConfig(TOPIC, 2, 2, perm=Perm.READ)
             await admin.create_topic(remoting, brokers["broker-a"].address, read_only)
             assert len(await producer.fetch_publish_queues(TOPIC)) == 4  # its route still says writable
