@@ -5,15 +5,19 @@ For `--seconds` (1,800 on record; samples every minute, or every tenth of a shor
 - three producers send to one topic, each message with an id of its own: single sends one after
   another, batches of BATCH_ROWS, Arrow sends of ARROW_ROWS;
 - a lite-pull consumer, a push consumer and a Spark stream (into Parquet) read it from its start;
-- retention deletes old segments (small segments, a short reserved time, any hour);
+- retention deletes old segments (small segments, a short reserved time, any hour), and every other
+  bound of the store is reached within the run too: consume queue files of `queue_file_entries` entries,
+  a duplicate window of `window_s` seconds (its key bound twice the keys that arrive in that time)
+  and a batch cache of `batch_cache_bytes`;
 - a topic is created (by a first send) and deleted every third of an interval;
 - the broker is restarted (SIGTERM, then again on its port with its data) halfway.
 
-Each interval records the broker's RSS, open file descriptors, threads and disk use, the single
-sends' acknowledgement p99 and each reader's lag. At the end the producers stop, the readers catch
-up, and every acknowledged message is looked for in what each reader read: lost ones, duplicates
-(at-least-once allows them in the lite-pull and push consumers, not in the Parquet output), and
-the RSS slope after the restarted broker's warm-up. The series are plotted under bench/results/.
+Each interval records the broker's RSS (and its anonymous part: heap, not file pages), open file
+descriptors, threads and disk use, the single sends' acknowledgement p99 and each reader's lag. At
+the end the producers stop, the readers catch up, and every acknowledged message is looked for in
+what each reader read: lost ones, duplicates (at-least-once allows them in the lite-pull and push
+consumers, not in the Parquet output); and the slopes of RSS and disk after the restarted broker's
+warm-up (`SoakPlan.warm_up_s`). The series are plotted under bench/results/.
 """
 
 from __future__ import annotations
@@ -35,7 +39,16 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from bench.cluster import Cluster, cluster
 from bench.report import RESULTS_DIR, percentiles_ms, progress, record
-from bench.soak_report import SAMPLE_COLUMNS, ProcessUse, ReaderCheck, Sample, disk_used_mib, plot, summary
+from bench.soak_report import (
+    SAMPLE_COLUMNS,
+    ProcessUse,
+    ReaderCheck,
+    Sample,
+    disk_by_directory_mib,
+    disk_used_mib,
+    plot,
+    summary,
+)
 from rocketspark import (
     AsyncLitePullConsumer,
     AsyncProducer,
@@ -72,6 +85,18 @@ class SoakPlan:
     arrow_sends_per_s: float = 1.0
     segment_bytes: int = 1024 * 1024
     retention_s: float = 120.0
+    window_s: int = 60
+    queue_file_entries: int = 6_000
+    batch_cache_bytes: int = 8 * 1024 * 1024
+
+    @property
+    def warm_up_s(self) -> float:
+        """After a start, until the caches have filled (the batch cache takes about two minutes here)."""
+        return min(180.0, self.seconds / 4)
+
+    @property
+    def keys_per_s(self) -> float:
+        return self.singles_per_s + self.batches_per_s * BATCH_ROWS + self.arrow_sends_per_s * ARROW_ROWS
 
     @classmethod
     def for_seconds(cls, seconds: float, **changes: Any) -> SoakPlan:
@@ -84,6 +109,10 @@ class SoakPlan:
             f"fileReservedTime={self.retention_s / 3600}",
             "deleteWhen=*",
             "cleanResourceInterval=1000",
+            f"mappedFileSizeConsumeQueue={self.queue_file_entries * 20}",
+            f"duplicateWindowSeconds={self.window_s}",
+            f"batchCacheBytes={self.batch_cache_bytes}",
+            f"duplicateWindowMaxKeys={round(2 * self.keys_per_s * self.window_s)}",
         )
 
 
@@ -230,6 +259,7 @@ def take_sample(target: Cluster, ledger: Ledger, at_s: float, life: int) -> Samp
         round(at_s, 1),
         life,
         round(use.rss_mib, 1),
+        round(use.anon_mib, 1),
         use.open_fds,
         use.threads,
         round(disk_used_mib(target.data_dir / "broker"), 2),
@@ -259,15 +289,21 @@ def parquet_reads(spark: SparkSession, output: Path) -> Counter[bytes]:
     return Counter(bytes(b)[:ID_BYTES] for b in bodies)
 
 
+async def create_topic(target: Cluster) -> None:
+    remoting = RemotingClient()
+    try:
+        await admin.create_topic(remoting, target.broker.address, TopicConfig(TOPIC, QUEUES, QUEUES))
+    finally:
+        await remoting.close()
+
+
 async def run(plan: SoakPlan, spark: SparkSession, work_dir: Path) -> dict[str, Any]:
     """One soak; returns its samples, end summary and restart time."""
     ledger = Ledger()
     samples: list[Sample] = []
     seen_segments: set[str] = set()
     with cluster(broker_settings=plan.broker_settings()) as target:
-        remoting = RemotingClient()
-        await admin.create_topic(remoting, target.broker.address, TopicConfig(TOPIC, QUEUES, QUEUES))
-        await remoting.close()
+        await create_topic(target)
         stop_sending, stop_reading = asyncio.Event(), asyncio.Event()
         query = await asyncio.to_thread(start_spark_stream, spark, target, work_dir / "soak.parquet")
         push = push_consumer(target, ledger)
@@ -331,6 +367,7 @@ async def run(plan: SoakPlan, spark: SparkSession, work_dir: Path) -> dict[str, 
             await push.shutdown()
             await asyncio.to_thread(query.stop)
         deleted = len(seen_segments - segments(target))
+        disk_at_end = disk_by_directory_mib(target.data_dir / "broker")
     checks = [ReaderCheck.of(name, ledger.acknowledged, reads) for name, reads in ledger.reads.items()]
     spark_reads = await asyncio.to_thread(parquet_reads, spark, work_dir / "soak.parquet")
     checks.append(ReaderCheck.of("Spark (Parquet)", ledger.acknowledged, spark_reads))
@@ -340,7 +377,17 @@ async def run(plan: SoakPlan, spark: SparkSession, work_dir: Path) -> dict[str, 
         "restart_at_s": restart_at_s,
         "restart_took_s": round(restart_took_s, 2),
         "topics_churned": churned,
-        "summary": summary(samples, len(ledger.acknowledged), checks, ledger.failed_sends, deleted),
+        "summary": summary(
+            samples,
+            restart_at_s + plan.warm_up_s,
+            checks,
+            {
+                "acknowledged": len(ledger.acknowledged),
+                "failed_sends": ledger.failed_sends,
+                "segments_deleted_by_retention": deleted,
+            },
+            disk_at_end,
+        ),
     }
 
 

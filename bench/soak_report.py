@@ -17,6 +17,7 @@ class ProcessUse:
     """What one process holds now (Linux /proc)."""
 
     rss_mib: float
+    anon_mib: float  # the part of RSS that is no file's pages: heap, Arrow buffers, stacks
     open_fds: int
     threads: int
 
@@ -25,19 +26,25 @@ class ProcessUse:
         status = dict(
             line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
         )
-        rss_kib = int(status["VmRSS"].split()[0])
-        return cls(rss_kib / 1024, len(os.listdir(f"/proc/{pid}/fd")), int(status["Threads"]))
+        rss_kib, anon_kib = (int(status[field].split()[0]) for field in ("VmRSS", "RssAnon"))
+        return cls(rss_kib / 1024, anon_kib / 1024, len(os.listdir(f"/proc/{pid}/fd")), int(status["Threads"]))
 
 
 def disk_used_mib(directory: Path) -> float:
-    total = 0
+    return sum(disk_by_directory_mib(directory).values())
+
+
+def disk_by_directory_mib(directory: Path) -> dict[str, float]:
+    """The sizes of the files under each entry of `directory` (files directly in it count as ".")."""
+    sizes: Counter[str] = Counter()
     for root, _dirs, files in os.walk(directory):
+        top = Path(root).relative_to(directory).parts[:1]
         for name in files:
             try:
-                total += os.stat(os.path.join(root, name)).st_size
+                sizes[top[0] if top else "."] += os.stat(os.path.join(root, name)).st_size
             except FileNotFoundError:  # deleted by retention meanwhile
                 continue
-    return total / MIB
+    return {name: size / MIB for name, size in sorted(sizes.items())}
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class Sample:
     at_s: float
     broker_life: int  # 1 before the restart, 2 after
     rss_mib: float
+    anon_mib: float
     open_fds: int
     threads: int
     disk_mib: float
@@ -64,6 +72,7 @@ SAMPLE_COLUMNS = [
     "s",
     "broker",
     "RSS MiB",
+    "anon MiB",
     "fds",
     "threads",
     "disk MiB",
@@ -96,29 +105,44 @@ class ReaderCheck:
         )
 
 
-def rss_slope_mib_per_hour(samples: list[Sample]) -> float:
-    """Least-squares slope of RSS over the restarted broker's samples after its first (its warm-up)."""
-    settled = [s for s in samples if s.broker_life == 2][1:]
-    if len(settled) < 2:
+def settled(samples: list[Sample], from_s: float) -> list[Sample]:
+    """The restarted broker's samples from `from_s` on (its warm-up over); at least all but its first."""
+    restarted = [s for s in samples if s.broker_life == 2]
+    late = [s for s in restarted if s.at_s >= from_s]
+    return late if len(late) >= 2 else restarted[1:]
+
+
+def slope_mib_per_hour(samples: list[Sample], field: str) -> float:
+    """Least-squares slope of `field` over `samples`."""
+    if len(samples) < 2:
         return float("nan")
-    slope = np.polyfit([s.at_s for s in settled], [s.rss_mib for s in settled], 1)[0]
+    slope = np.polyfit([s.at_s for s in samples], [getattr(s, field) for s in samples], 1)[0]
     return round(float(slope) * 3600, 2)
 
 
 def summary(
-    samples: list[Sample], acknowledged: int, checks: list[ReaderCheck], failed_sends: int, segments_deleted: int
+    samples: list[Sample],
+    settled_from_s: float,
+    checks: list[ReaderCheck],
+    counts: dict[str, int],
+    disk_at_end: dict[str, float],
 ) -> dict[str, object]:
-    """The end figures of a soak (see `bench/soak.py`)."""
-    settled = [s for s in samples if s.broker_life == 2][1:] or samples
+    """The end figures of a soak (see `bench/soak.py`); slopes and bounds over the samples from
+    `settled_from_s` on. `counts`: acknowledged, failed_sends, segments_deleted_by_retention."""
+    calm = settled(samples, settled_from_s) or samples
     return {
-        "acknowledged": acknowledged,
-        "failed_sends": failed_sends,
+        "acknowledged": counts["acknowledged"],
+        "failed_sends": counts["failed_sends"],
         "readers": [asdict(c) for c in checks],
-        "rss_slope_mib_per_hour_after_warm_up": rss_slope_mib_per_hour(samples),
-        "fds_min_max_after_warm_up": [min(s.open_fds for s in settled), max(s.open_fds for s in settled)],
-        "threads_min_max_after_warm_up": [min(s.threads for s in settled), max(s.threads for s in settled)],
+        "settled_from_s": round(calm[0].at_s, 1),
+        "rss_slope_mib_per_hour_after_warm_up": slope_mib_per_hour(calm, "rss_mib"),
+        "anon_slope_mib_per_hour_after_warm_up": slope_mib_per_hour(calm, "anon_mib"),
+        "disk_slope_mib_per_hour_after_warm_up": slope_mib_per_hour(calm, "disk_mib"),
+        "fds_min_max_after_warm_up": [min(s.open_fds for s in calm), max(s.open_fds for s in calm)],
+        "threads_min_max_after_warm_up": [min(s.threads for s in calm), max(s.threads for s in calm)],
         "disk_mib_max": max(s.disk_mib for s in samples),
-        "segments_deleted_by_retention": segments_deleted,
+        "segments_deleted_by_retention": counts["segments_deleted_by_retention"],
+        "disk_mib_by_directory_at_end": {name: round(mib, 2) for name, mib in disk_at_end.items()},
     }
 
 
@@ -131,7 +155,7 @@ def plot(samples: list[Sample], restart_at_s: float, path: Path) -> None:
 
     minutes = [s.at_s / 60 for s in samples]
     panels: list[tuple[str, list[list[float]], list[str]]] = [
-        ("RSS (MiB)", [[s.rss_mib for s in samples]], ["broker"]),
+        ("RSS (MiB)", [[s.rss_mib for s in samples], [s.anon_mib for s in samples]], ["broker", "anonymous"]),
         (
             "open fds / threads",
             [[float(s.open_fds) for s in samples], [float(s.threads) for s in samples]],

@@ -54,14 +54,14 @@ from rocketspark.service import PeriodicService
 log = logging.getLogger(__name__)
 
 #: how often the broker gives freed memory back to the OS (broker/memory.py)
-TRIM_MEMORY_INTERVAL_S = 1.0
+TRIM_MEMORY_INTERVAL_S = 10.0
 
 
 class BrokerController:
     def __init__(
         self, config: BrokerConfig, store_config: StoreConfig, *, trim_memory: Callable[[], None] | None = None
     ) -> None:
-        """`trim_memory`: gives the allocator's free pages back to the OS; run every second."""
+        """`trim_memory`: gives the allocator's free pages back to the OS; run every TRIM_MEMORY_INTERVAL_S."""
         self.config = config
         self.store_config = store_config
         config_dir = store_config.store_path_root_dir / "config"

@@ -8,7 +8,10 @@ Python objects. Two allocators kept freed memory:
 - Arrow's default pool (mimalloc) keeps freed pages for reuse: Arrow allocates from the C library's
   allocator instead, so one allocator holds everything freed;
 - glibc keeps freed blocks in its heap (its mmap threshold rises, up to 32 MiB, each time a large
-  block is freed): `trim_heap` gives the free pages back, once a second from the broker's services.
+  block is freed): `trim_heap` gives the free pages back, every 10 s from the broker's services.
+  Every second was measured too: pages given back are faulted in again by the next large answer,
+  which cost Arrow consume about 15% (1.40M/1.34M against 1.72M/1.52M msg/s with no trim at all, in
+  one run of `python -m bench consume` per setting, twice).
 
 An earlier version fixed glibc's mmap threshold at 128 KiB instead of trimming: every block over
 128 KiB was then mapped and unmapped, which cut the Arrow consume rate from 1.13M to 456k msg/s in

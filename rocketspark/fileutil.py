@@ -7,23 +7,28 @@ import asyncio
 import logging
 import os
 import tempfile
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves either the old or the new content.
+def write_atomically(path: Path, data: bytes | Sequence[bytes | memoryview]) -> None:
+    """Replace `path` with `data` (or its parts, in order) so that a crash leaves either the old or
+    the new content.
 
     The data goes to a temporary file in the same directory, is fsynced, and is renamed over
-    the target; the directory is fsynced so the rename itself survives a power loss.
+    the target; the directory is fsynced so the rename itself survives a power loss. Parts are
+    written as they are, without joining them first (large arrays: no copy, and the GIL is free
+    while the file takes them).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as tmp:
-            tmp.write(data)
+            for part in [data] if isinstance(data, bytes) else data:
+                tmp.write(part)
             tmp.flush()
             os.fsync(tmp.fileno())
         os.replace(tmp_name, path)

@@ -61,12 +61,12 @@ def read_entries(directory: Path, entries_per_file: int, start: int, end: int) -
         path = directory / f"{file_start:020d}"
         fd = os.open(path, os.O_RDONLY)
         try:
-            data = os.pread(fd, count * CQ_ENTRY.itemsize, (offset - file_start) * CQ_ENTRY.itemsize)
+            into = result[offset - start : offset - start + count].view(np.uint8)
+            read = os.preadv(fd, [into.data], (offset - file_start) * CQ_ENTRY.itemsize)
         finally:
             os.close(fd)
-        if len(data) != count * CQ_ENTRY.itemsize:
+        if read != count * CQ_ENTRY.itemsize:
             raise OSError(f"consume queue file {path} ends before offset {offset + count}")
-        result[offset - start : offset - start + count] = np.frombuffer(data, dtype=CQ_ENTRY)
         offset += count
     return result
 
@@ -86,7 +86,19 @@ class BlockRead:
 
 
 def read_blocks(reads: list[BlockRead]) -> list[np.ndarray]:
-    return [read.read() for read in reads]
+    """The entries of each of `reads`; reads of one queue that follow each other are read from its
+    files together (a pull far behind the tail needs many blocks: one read instead of one a block).
+    The blocks of one read are views of one array, freed when the cache has evicted them all."""
+    result: list[np.ndarray] = []
+    run: list[BlockRead] = []
+    for read in [*reads, None]:
+        if run and (read is None or read.directory != run[-1].directory or read.start != run[-1].end):
+            entries = read_entries(run[0].directory, run[0].entries_per_file, run[0].start, run[-1].end)
+            result += np.split(entries, np.cumsum([r.end - r.start for r in run[:-1]]))
+            run = []
+        if read is not None:
+            run.append(read)
+    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,18 +150,20 @@ class ConsumeQueue:
             return self._tail.view()[:0]
         if begin >= self._tail_start:
             return self._tail.view()[begin - self._tail_start : end - self._tail_start]
-        parts = []
+        result = np.empty(end - begin, dtype=CQ_ENTRY)  # filled part by part: a plain copy of each
         offset = begin
         while offset < min(end, self._tail_start):
             block = offset // BLOCK_ENTRIES
             entries = loaded[block] if loaded and block in loaded else self._block(block)
             block_start = (block + 1) * BLOCK_ENTRIES - len(entries)
             part = entries[offset - block_start : min(end, (block + 1) * BLOCK_ENTRIES) - block_start]
-            parts.append(part)
+            if len(part) == end - begin:
+                return part
+            result[offset - begin : offset - begin + len(part)] = part
             offset += len(part)
         if offset < end:
-            parts.append(self._tail.view()[: end - self._tail_start])
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+            result[offset - begin :] = self._tail.view()[: end - self._tail_start]
+        return result
 
     def _clamped(self, start: int, count: int) -> tuple[int, int]:
         begin = max(start, self.min_offset)

@@ -82,8 +82,9 @@ class WindowSnapshot:
                 "arrays": places,
             }
         )
-        data = b"".join([_LENGTH.pack(len(header)), header, *(np.ascontiguousarray(a).tobytes() for _, a in arrays)])
-        write_atomically(path, data)
+        parts: list[bytes | memoryview] = [_LENGTH.pack(len(header)) + header]
+        parts += [np.ascontiguousarray(array).data.cast("B") for _, array in arrays]
+        write_atomically(path, parts)
 
     @classmethod
     def load(cls, path: Path) -> WindowSnapshot | None:

@@ -81,12 +81,17 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
 
 def encode(cmd: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON) -> bytes:
     """The complete frame for `cmd`, length prefix included."""
+    return b"".join((frame_head(cmd, serialize_type), cmd.body))
+
+
+def frame_head(cmd: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON) -> bytes:
+    """The frame for `cmd` up to its body: length prefix and header (a large body is written after
+    it as it is, not copied into one frame)."""
     json = serialize_type is SerializeType.JSON
     header = encode_json_header(cmd) if json else encode_binary_header(cmd)
     if len(header) > _MAX_HEADER_LENGTH:
         raise ValueError(f"header of {len(header)} bytes exceeds the 24-bit header length field")
-    prefix = _FRAME_PREFIX.pack(4 + len(header) + len(cmd.body), (serialize_type << 24) | len(header))
-    return b"".join((prefix, header, cmd.body))
+    return _FRAME_PREFIX.pack(4 + len(header) + len(cmd.body), (serialize_type << 24) | len(header)) + header
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeAlias, cast
 
 from rocketspark.errors import RocketMQError
-from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode
+from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode, frame_head
 from rocketspark.remoting.codes import ResponseCode, SerializeType, code_name
 from rocketspark.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
 from rocketspark.remoting.errors import ConnectionClosedError, ProtocolError, RemotingTimeoutError
@@ -22,6 +22,8 @@ from rocketspark.remoting.errors import ConnectionClosedError, ProtocolError, Re
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TIMEOUT_S = 120.0
+#: bodies from this size on are written after their frame's head as they are, not joined into one frame
+LARGE_BODY_BYTES = 256 * 1024
 
 #: what a request handler returns: the response, None for no response, or an awaitable of either
 HandlerResult: TypeAlias = RemotingCommand | Awaitable[RemotingCommand | None] | None
@@ -136,7 +138,11 @@ class Connection(asyncio.Protocol):
         if self.closed:
             raise ConnectionClosedError(f"connection to {self.remote_address} is closed ({self._close_reason})")
         assert self._transport is not None
-        self._transport.write(encode(command, self._serialize_type))
+        if len(command.body) < LARGE_BODY_BYTES:
+            self._transport.write(encode(command, self._serialize_type))
+        else:
+            self._transport.write(frame_head(command, self._serialize_type))
+            self._transport.write(command.body)
         self._last_activity = self._loop.time()
 
     async def drain(self) -> None:

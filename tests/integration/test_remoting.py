@@ -15,7 +15,7 @@ from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.codec import FrameDecoder, encode
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.connection import Connection
+from rocketspark.remoting.connection import LARGE_BODY_BYTES, Connection
 from rocketspark.remoting.errors import (
     ConnectionClosedError,
     RemotingConnectError,
@@ -97,6 +97,18 @@ async def test_request_response(server: RemotingServer, remoting_client: Remotin
     assert response.is_response
     assert response.opaque == request.opaque
     assert response.body == b"ping"
+
+
+async def test_large_bodies_written_after_their_frame_head_arrive_whole(
+    server: RemotingServer, remoting_client: RemotingClient
+) -> None:
+    """Bodies from LARGE_BODY_BYTES on are written apart from their frame's head, both ways."""
+    body = bytes(range(256)) * (3 * LARGE_BODY_BYTES // 256 + 7)
+    requests = [RemotingCommand.request(ECHO, body=body[: len(body) - n]) for n in range(3)]
+    responses = await asyncio.gather(*(remoting_client.invoke(server.address, r) for r in requests))
+    for request, response in zip(requests, responses, strict=True):
+        assert response.opaque == request.opaque
+        assert response.body == request.body
 
 
 async def test_out_of_order_responses_matched_by_opaque(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from broker.store.block_cache import BlockCache
-from broker.store.consume_queue import BLOCK_ENTRIES, CQ_ENTRY, ConsumeQueue
+from broker.store.consume_queue import BLOCK_ENTRIES, CQ_ENTRY, ConsumeQueue, read_blocks
 
 ENTRIES_PER_FILE = 1000  # not a multiple of BLOCK_ENTRIES: blocks span files
 TOTAL = 5 * BLOCK_ENTRIES + 77
@@ -120,3 +120,19 @@ def test_retention_moves_the_minimum_offset(tmp_path: Path) -> None:
     again = reopened(tmp_path, BlockCache(1))
     assert (again.min_offset, again.max_offset) == (2000, TOTAL)
     assert np.array_equal(again.entries(2100, TOTAL), expected[2100:])
+
+
+def test_blocks_read_together_off_the_loop_are_each_blocks_entries(tmp_path: Path) -> None:
+    """`read_blocks` reads consecutive blocks of one queue in one go (across file ends): each block
+    still gets exactly its own entries, and blocks of another queue in between start a new read."""
+    first = generated(TOTAL)
+    second = generated(3 * BLOCK_ENTRIES, 10_000)
+    cache = BlockCache(1)  # nothing stays cached: every block is read
+    queue_a = flushed_queue(tmp_path / "a", cache, first)
+    queue_b = flushed_queue(tmp_path / "b", cache, second)
+    reads_a = queue_a.gather_blocks(0, TOTAL, {})
+    reads_b = queue_b.gather_blocks(0, len(second), {})
+    mixed = [*reads_a[:3], reads_b[0], *reads_a[3:], *reads_b[1:]]
+    for read, entries in zip(mixed, read_blocks(mixed), strict=True):
+        source = first if read in reads_a else second
+        assert np.array_equal(entries, source[read.start : read.end])
