@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocketspark.spark.session import local_session
+from tests.sockets import ESTABLISHED, socket_inodes, tcp_sockets
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -28,24 +29,11 @@ if TYPE_CHECKING:
 MASTER = "local-cluster[2,1,1024]"
 EXECUTORS = 2
 TIMEOUT_S = 200.0
-ESTABLISHED = "01"
-
-
-def _address(hex_address: str) -> str:
-    """`0100007F:1F90` (/proc/net/tcp, little-endian IPv4) -> `127.0.0.1:8080`."""
-    ip, port = hex_address.split(":")
-    return ".".join(str(int(ip[i : i + 2], 16)) for i in (6, 4, 2, 0)) + f":{int(port, 16)}"
 
 
 def _connections_to(endpoints: set[str]) -> dict[int, tuple[str, str]]:
     """Established IPv4 connections to `endpoints`, by socket inode: (local address, remote address)."""
-    found = {}
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        local, remote, state, inode = _address(fields[1]), _address(fields[2]), fields[3], int(fields[9])
-        if state == ESTABLISHED and remote in endpoints:
-            found[inode] = (local, remote)
-    return found
+    return {s.inode: (s.local, s.remote) for s in tcp_sockets() if s.state == ESTABLISHED and s.remote in endpoints}
 
 
 def _socket_owners(inodes: set[int]) -> dict[int, int]:
@@ -55,14 +43,10 @@ def _socket_owners(inodes: set[int]) -> dict[int, int]:
         if not proc.name.isdigit():
             continue
         try:
-            for fd in (proc / "fd").iterdir():
-                target = os.readlink(fd)
-                if target.startswith("socket:["):
-                    inode = int(target[8:-1])
-                    if inode in inodes:
-                        owners[inode] = int(proc.name)
+            held = socket_inodes(int(proc.name))
         except OSError:  # gone meanwhile, or not ours
             continue
+        owners.update(dict.fromkeys(held & inodes, int(proc.name)))
     return owners
 
 

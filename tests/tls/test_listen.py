@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from rocketspark.processes import ServerProcess
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all, send
+from tests.sockets import LISTEN, socket_inodes, tcp_sockets
 from tests.waiting import eventually
 
 
@@ -26,20 +26,10 @@ def refused(host: str, port: int) -> bool:
 
 
 def listening_addresses(pid: int) -> set[str]:
-    """The IPv4 addresses process `pid` listens on, from its socket inodes and /proc/net/tcp (a connect
-    to another address of the same port could reach a server of a test running beside this one)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        target = os.readlink(fd)
-        if target.startswith("socket:["):
-            inodes.add(int(target[len("socket:[") : -1]))
-    found = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[3] == "0A" and int(fields[9]) in inodes:  # TCP_LISTEN
-            ip, port = fields[1].split(":")
-            found.add(".".join(str(int(ip[i : i + 2], 16)) for i in (6, 4, 2, 0)) + f":{int(port, 16)}")
-    return found
+    """The IPv4 addresses process `pid` listens on (a connect to another address of the same port
+    could reach a server of a test running beside this one)."""
+    inodes = socket_inodes(pid)
+    return {s.local for s in tcp_sockets() if s.state == LISTEN and s.inode in inodes}
 
 
 async def test_broker_listens_on_every_interface_and_publishes_its_host(
