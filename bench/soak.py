@@ -7,8 +7,8 @@ For `--seconds` (1,800 on record; samples every minute, or every tenth of a shor
 - a lite-pull consumer, a push consumer and a Spark stream (into Parquet) read it from its start;
 - retention deletes old segments (small segments, a short reserved time, any hour), and every other
   bound of the store is reached within the run too: consume queue files of `queue_file_entries` entries,
-  a duplicate window of `window_s` seconds (its key bound twice the keys that arrive in that time)
-  and a batch cache of `batch_cache_bytes`;
+  a duplicate window of `window_s` seconds (its key bound twice the keys that arrive in that time),
+  a batch cache of `batch_cache_bytes` and a consume queue block cache of `queue_cache_bytes`;
 - a topic is created (by a first send) and deleted every third of an interval;
 - the broker is restarted (SIGTERM, then again on its port with its data) halfway.
 
@@ -88,6 +88,9 @@ class SoakPlan:
     window_s: int = 60
     queue_file_entries: int = 6_000
     batch_cache_bytes: int = 8 * 1024 * 1024
+    # readers a little behind the tail read each new consume queue block back once: about 0.6 MiB a
+    # minute here, so the default 8 MiB takes a quarter of an hour to fill
+    queue_cache_bytes: int = 1024 * 1024
 
     @property
     def warm_up_s(self) -> float:
@@ -112,6 +115,7 @@ class SoakPlan:
             f"mappedFileSizeConsumeQueue={self.queue_file_entries * 20}",
             f"duplicateWindowSeconds={self.window_s}",
             f"batchCacheBytes={self.batch_cache_bytes}",
+            f"consumeQueueCacheBytes={self.queue_cache_bytes}",
             f"duplicateWindowMaxKeys={round(2 * self.keys_per_s * self.window_s)}",
         )
 
