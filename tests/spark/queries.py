@@ -15,6 +15,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 from rocketspark.spark.schema import SOURCE_SCHEMA
+from tests.spark.child_jobs import run_in_own_group
 from tests.spark.cluster import Row, SparkCluster
 
 #: the columns a test can predict from what it sent
@@ -43,15 +44,7 @@ def run_python_with_spark(code: str, *args: str, cwd: Path, timeout_s: float) ->
     workers run this interpreter, bound to 127.0.0.1): a SparkSession of its own, not the test
     run's."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=timeout_s,
-        check=False,
-    )
+    return run_in_own_group([sys.executable, "-c", code, *args], env=env, cwd=cwd, timeout_s=timeout_s)
 
 
 def run_available_now(

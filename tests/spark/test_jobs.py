@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import sys
 import time
 from decimal import Decimal
@@ -19,6 +18,7 @@ from rocketspark import Producer
 from rocketspark.apps import archive_topic, replay_range, topic_metrics
 from rocketspark.apps.clickstream import Totals, clickstream_table
 from rocketspark.apps.common import group_lag
+from tests.spark.child_jobs import run_in_own_group
 from tests.spark.cluster import SparkCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,15 +179,8 @@ def test_archive_topic_under_spark_submit(spark: SparkSession, two_brokers: Spar
         str(ROOT / "jobs" / "archive_topic.py"),
         "--output", str(tmp_path / "archive"), "--checkpoint", str(tmp_path / "checkpoint"),
     ]  # fmt: skip
-    result = subprocess.run(
-        command,
-        cwd=tmp_path,  # any directory: the job's code is the installed package
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    # any directory: the job's code is the installed package
+    result = run_in_own_group(command, cwd=tmp_path, env=env, timeout_s=240)
     assert result.returncode == 0, result.stderr[-5000:]
     # spark-submit's Python runner passes the driver's stderr (the job's log) on to its own stdout
     assert "jobs.archive_topic: archived 25 messages" in result.stdout, result.stdout[-5000:]
