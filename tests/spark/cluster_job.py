@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,6 +80,14 @@ def connection_owners(endpoints: set[str]) -> list[dict[str, str | int]]:
     ]
 
 
+def watch_owners(endpoints: set[str], stop: threading.Event, seen: dict[str, set[str]]) -> None:
+    """Every owner each local address had while the job ran, sampled twice a second: a worker's
+    connection may close before the end, and its port then serve another process's connection."""
+    while not stop.wait(0.5):
+        for connection in connection_owners(endpoints):
+            seen.setdefault(str(connection["local"]), set()).add(str(connection["owner"]))
+
+
 def wait_for_executors(spark: SparkSession, count: int, timeout_s: float) -> None:
     """Until `count` executors have registered (the driver's block manager counts itself too)."""
     status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
@@ -104,6 +113,10 @@ def main(namesrv: str, source: str, sink: str, group: str, checkpoint: str, endp
     )
     try:
         wait_for_executors(spark, EXECUTORS, 120.0)
+        seen: dict[str, set[str]] = {}
+        stop_watching = threading.Event()
+        watcher = threading.Thread(target=watch_owners, args=(set(endpoints), stop_watching, seen), daemon=True)
+        watcher.start()
         frame = (
             spark.readStream.format("rocketmq")
             .option("nameserver", namesrv)
@@ -125,13 +138,19 @@ def main(namesrv: str, source: str, sink: str, group: str, checkpoint: str, endp
             query.stop()
             print(f"the query did not finish in {TIMEOUT_S} s", file=sys.stderr)
             return 1
+        stop_watching.set()
+        watcher.join()
         progress = [p for p in query.recentProgress if p["numInputRows"]]
+        connections = connection_owners(set(endpoints))
+        for connection in connections:
+            seen.setdefault(str(connection["local"]), set()).add(str(connection["owner"]))
         result = {
             "seconds": round(time.monotonic() - started, 1),
             "inputRows": sum(p["numInputRows"] for p in progress),
             "outputRows": sum(p["sink"]["numOutputRows"] for p in progress),
             "batchDurationsMs": [p["durationMs"] for p in progress],
-            "connections": connection_owners(set(endpoints)),
+            "connections": connections,
+            "ownersSeen": {local: sorted(owners) for local, owners in seen.items()},
         }
     finally:
         spark.stop()

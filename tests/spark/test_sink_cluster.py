@@ -78,13 +78,15 @@ def test_stream_from_topic_to_topic_on_two_executors(two_brokers: SparkCluster, 
 
     # each message was sent on a connection held by a Python worker of an executor JVM, not the driver,
     # and both executors wrote: the broker stores the sender's address as the message's bornHost
-    # (a worker that has exited by the time connections are listed leaves its messages unattributed)
-    owners = {c["local"]: c["owner"] for c in result["connections"]}
+    # (the job samples the connections while it runs; an address that served two processes in turn,
+    # a closed worker connection's port taken again, leaves its messages unattributed)
+    owners = {local: seen[0] for local, seen in result["ownersSeen"].items() if len(seen) == 1}
     senders = Counter(owners.get(m.born_host, "unknown") for m in out)
     assert senders["0"] and senders["1"] and not senders["driver"], senders
     # each executor's Python workers opened clients of their own (name server, brokers); the driver's
     # processes asked the name server for routes and every broker for offsets
-    reached = {owner: {c["remote"] for c in result["connections"] if c["owner"] == owner} for owner in owners.values()}
+    final = {c["owner"] for c in result["connections"]}
+    reached = {owner: {c["remote"] for c in result["connections"] if c["owner"] == owner} for owner in final}
     for executor in ("0", "1"):
         assert namesrv in reached[executor], reached
         assert reached[executor] & set(brokers), reached
