@@ -84,8 +84,12 @@ def watch_owners(endpoints: set[str], stop: threading.Event, seen: dict[str, set
     """Every owner each local address had while the job ran, sampled twice a second: a worker's
     connection may close before the end, and its port then serve another process's connection."""
     while not stop.wait(0.5):
-        for connection in connection_owners(endpoints):
-            seen.setdefault(str(connection["local"]), set()).add(str(connection["owner"]))
+        note_owners(connection_owners(endpoints), seen)
+
+
+def note_owners(connections: list[dict[str, str | int]], seen: dict[str, set[str]]) -> None:
+    for connection in connections:
+        seen.setdefault(str(connection["local"]), set()).add(str(connection["owner"]))
 
 
 def wait_for_executors(spark: SparkSession, count: int, timeout_s: float) -> None:
@@ -142,8 +146,7 @@ def main(namesrv: str, source: str, sink: str, group: str, checkpoint: str, endp
         watcher.join()
         progress = [p for p in query.recentProgress if p["numInputRows"]]
         connections = connection_owners(set(endpoints))
-        for connection in connections:
-            seen.setdefault(str(connection["local"]), set()).add(str(connection["owner"]))
+        note_owners(connections, seen)
         result = {
             "seconds": round(time.monotonic() - started, 1),
             "inputRows": sum(p["numInputRows"] for p in progress),
