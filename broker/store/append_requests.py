@@ -80,17 +80,15 @@ class AppendRequest:
     # the writer's, set when it queues the request; nothing else changes a request once made
     enqueued_at: float = field(default=0.0, init=False)  # event loop time
     key_hashes: tuple[np.ndarray, np.ndarray] | None = field(default=None, init=False)  # Arrow: UNIQ_KEY hashes
+    # computed once: the writer reads them many times a round (plain attributes, not properties)
+    count: int = field(init=False)
+    body_bytes: int = field(init=False)
 
-    @property
-    def count(self) -> int:
+    def __post_init__(self) -> None:
         if self.messages is not None:
-            return len(self.messages)
-        assert self.arrow is not None
-        return int(self.arrow.num_rows)
-
-    @property
-    def body_bytes(self) -> int:
-        if self.messages is not None:
-            return sum(len(m.body) for m in self.messages)
-        assert self.arrow is not None
-        return int(self.arrow.column("body").nbytes or 0)
+            self.count = len(self.messages)
+            self.body_bytes = sum(len(m.body) for m in self.messages)
+        else:
+            assert self.arrow is not None
+            self.count = int(self.arrow.num_rows)
+            self.body_bytes = int(self.arrow.column("body").nbytes or 0)

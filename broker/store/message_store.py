@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import os
 import time
@@ -420,17 +421,24 @@ class MessageStore:
         return GetResult(GetStatus.FOUND, next_offset, low, high, pieces)
 
     async def _take_rows(self, entries: np.ndarray) -> list[Piece]:
-        positions, starts = np.unique(entries["batch_pos"], return_index=True)
-        rows_per_batch = np.split(entries["row"], starts[1:])
-        stored = [self.commit_log.cached(int(p)) for p in positions]
-        missing = [int(p) for p, b in zip(positions, stored, strict=True) if b is None]
+        # entries follow queue order, so each stored batch's rows are one run: split at the changes
+        # (a few entries of one batch, as most long-polled pulls answer, need no numpy call)
+        batch_positions, all_rows = entries["batch_pos"], entries["row"]
+        if batch_positions[0] == batch_positions[-1]:
+            positions, rows_per_batch = [int(batch_positions[0])], [all_rows]
+        else:
+            bounds = [0, *(np.flatnonzero(np.diff(batch_positions)) + 1).tolist(), len(entries)]
+            positions = [int(batch_positions[i]) for i in bounds[:-1]]
+            rows_per_batch = [all_rows[lo:hi] for lo, hi in itertools.pairwise(bounds)]
+        stored = [self.commit_log.cached(p) for p in positions]
+        missing = [p for p, b in zip(positions, stored, strict=True) if b is None]
         if missing:
             segments = [self.commit_log.segment_holding(p) for p in missing]  # on the loop: see retention.py
             loaded = await self._reads.submit(lambda: [s.read(p) for s, p in zip(segments, missing, strict=True)])
             by_position = dict(zip(missing, loaded, strict=True))
             for position, batch in by_position.items():
                 self.commit_log.cache_put(position, batch)
-            stored = [b if b is not None else by_position[int(p)] for p, b in zip(positions, stored, strict=True)]
+            stored = [b if b is not None else by_position[p] for p, b in zip(positions, stored, strict=True)]
         result = []
         for batch, rows in zip(stored, rows_per_batch, strict=True):
             assert batch is not None

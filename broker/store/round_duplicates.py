@@ -50,8 +50,14 @@ InRound = tuple[int, int]
 StoredBodies = Callable[[np.ndarray], Awaitable[pa.Array]]
 
 
+_NO_ROWS = np.empty(0, dtype=np.int64)
+_NO_ROWS.flags.writeable = False
+
+
 def _no_rows() -> np.ndarray:
-    return np.empty(0, dtype=np.int64)
+    """An empty array, shared: most sends of most rounds have no duplicate (and an empty array
+    cannot be changed)."""
+    return _NO_ROWS
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,10 +209,11 @@ async def settle(
         same = pc.fill_null(pc.equal(stored, _sent_bodies(requests, hit_sends, hits.rows)), False)
         duplicate = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
         hits, hit_sends = hits.take(duplicate), hit_sends[duplicate]
-    bounds = np.searchsorted(hit_sends, np.arange(len(requests) + 1))
+    # no window hit (the common case): no numpy call for a round of a few single sends
+    bounds = np.searchsorted(hit_sends, np.arange(len(requests) + 1)).tolist() if len(hit_sends) else None
     decided: list[SendDuplicates] = []
     for send, request in enumerate(requests):
-        lo, hi = int(bounds[send]), int(bounds[send + 1])
+        lo, hi = (0, 0) if bounds is None else (bounds[send], bounds[send + 1])
         in_round = repeats.in_round.get(send, {})
         new_rows, new_hashes = repeats.new.get(send, (None, None))
         if lo == hi and not in_round and new_rows is None:

@@ -8,7 +8,7 @@ fails is split, and each half is checked and placed afresh from the unchanged re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +30,10 @@ class RoundSend:
     # set when the round is placed
     first_queue_offset: int = 0
     first_commit_log_offset: int = 0
+    count: int = field(init=False)  # rows stored: the request's, less its duplicates
+
+    def __post_init__(self) -> None:
+        self.count = self.request.count - self.duplicates.count
 
     @classmethod
     def of(cls, request: AppendRequest, duplicates: SendDuplicates) -> RoundSend:
@@ -52,11 +56,6 @@ class RoundSend:
     @property
     def queue_id(self) -> int:
         return self.request.queue_id
-
-    @property
-    def count(self) -> int:
-        """Rows stored."""
-        return self.request.count - self.duplicates.count
 
     @property
     def first_stored(self) -> StoredAt:

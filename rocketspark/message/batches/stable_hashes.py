@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -77,10 +78,18 @@ def bytes_hash(value: bytes) -> int:
     """:func:`binary_hash` of one value, in Python integers: for the few keys of a small round,
     where numpy's fixed cost per call outweighs the arithmetic."""
     words = (len(value) + 7) // 8
-    keys = _position_keys(0, words)[:words].tolist()
+    keys = _word_keys(words)
     padded = value + bytes(words * 8 - len(value))
     total = sum(w * k for w, k in zip(struct.unpack(f"<{words}Q", padded), keys, strict=True))
     return mix64_int(total + len(value) * KEY_SEEDS[1] + GOLDEN)
+
+
+@lru_cache(maxsize=64)
+def _word_keys(words: int) -> list[int]:
+    """The first `words` keys of hash 0 as Python integers (keys of a given length are asked again
+    and again: unique keys all have the same few lengths)."""
+    keys: list[int] = _position_keys(0, words)[:words].tolist()
+    return keys
 
 
 def binary_hash_and_lengths(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
