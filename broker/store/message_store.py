@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import logging
 import os
 import time
@@ -29,6 +28,7 @@ from broker.store.consume_queue import ConsumeQueue, read_blocks
 from broker.store.dedup import DuplicateWindow
 from broker.store.disk_space import DISK_CHECK_INTERVAL_S, DiskSpace
 from broker.store.dispatch import ArrivalListener, Dispatcher
+from broker.store.entry_selection import by_stored_batch, live_entries, select_entries
 from broker.store.index import key_hash
 from broker.store.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult
@@ -398,49 +398,37 @@ class MessageStore:
         scanned = await self._entries(
             queue, offset, max(_MIN_SCAN_ENTRIES, max_messages) if tag_codes_filter is not None else max_messages
         )
-        if tag_codes_filter is not None:
-            candidates = np.flatnonzero(np.isin(scanned["tags_code"], np.fromiter(tag_codes_filter, np.int64)))
-        else:
-            candidates = np.arange(len(scanned))
-        matched = candidates[:max_messages]
-        if len(matched):
-            sizes = scanned["size"][matched].astype(np.int64) + message_overhead
-            fits = int(np.searchsorted(np.cumsum(sizes), max_bytes, side="right"))
-            matched = matched[: max(1, fits)]
-        # stop right after the last message taken when the limits cut the scan short
-        cut = len(matched) < len(candidates)
-        next_offset = offset + (int(matched[-1]) + 1 if cut else len(scanned))
-        if not len(matched):
+        taken, scanned_past = select_entries(
+            scanned,
+            tag_codes_filter,
+            max_messages=max_messages,
+            max_bytes=max_bytes,
+            message_overhead=message_overhead,
+        )
+        next_offset = offset + scanned_past
+        if not len(taken):
             return GetResult(GetStatus.NO_MATCHED_MESSAGE, next_offset, low, high)
-        taken = scanned[matched]
-        live = taken["batch_pos"] >= self.commit_log.min_offset
-        taken = taken[live]
+        taken = live_entries(taken, self.commit_log.min_offset)
         if not len(taken):
             return GetResult(GetStatus.MESSAGE_WAS_REMOVING, next_offset, low, high)
-        pieces = await self._take_rows(taken)
+        # a copy: the entries may be a view of the queue's tail, which is rewritten in place
+        # (retention, truncation) while the batches are read
+        pieces = await self._take_rows(taken.copy())
         return GetResult(GetStatus.FOUND, next_offset, low, high, pieces)
 
     async def _take_rows(self, entries: np.ndarray) -> list[Piece]:
-        # entries follow queue order, so each stored batch's rows are one run: split at the changes
-        # (a few entries of one batch, as most long-polled pulls answer, need no numpy call)
-        batch_positions, all_rows = entries["batch_pos"], entries["row"]
-        if batch_positions[0] == batch_positions[-1]:
-            positions, rows_per_batch = [int(batch_positions[0])], [all_rows]
-        else:
-            bounds = [0, *(np.flatnonzero(np.diff(batch_positions)) + 1).tolist(), len(entries)]
-            positions = [int(batch_positions[i]) for i in bounds[:-1]]
-            rows_per_batch = [all_rows[lo:hi] for lo, hi in itertools.pairwise(bounds)]
-        stored = [self.commit_log.cached(p) for p in positions]
-        missing = [p for p, b in zip(positions, stored, strict=True) if b is None]
+        runs = by_stored_batch(entries)
+        stored = [self.commit_log.cached(position) for position, _ in runs]
+        missing = [position for (position, _), b in zip(runs, stored, strict=True) if b is None]
         if missing:
             segments = [self.commit_log.segment_holding(p) for p in missing]  # on the loop: see retention.py
             loaded = await self._reads.submit(lambda: [s.read(p) for s, p in zip(segments, missing, strict=True)])
             by_position = dict(zip(missing, loaded, strict=True))
             for position, batch in by_position.items():
                 self.commit_log.cache_put(position, batch)
-            stored = [b if b is not None else by_position[p] for p, b in zip(positions, stored, strict=True)]
+            stored = [b if b is not None else by_position[p] for (p, _), b in zip(runs, stored, strict=True)]
         result = []
-        for batch, rows in zip(stored, rows_per_batch, strict=True):
+        for batch, (_, rows) in zip(stored, runs, strict=True):
             assert batch is not None
             result.append(Piece(batch, rows))
         return result
