@@ -13,7 +13,7 @@ from rocketspark.serving import run_event_loop
 SCENARIOS = {
     "ingest": (ingest.main, "broker ingest: single sends, batches of 16, Arrow batches; both flush modes"),
     "consume": (consume.main, "lite-pull consumer reading stored messages: standard records vs Arrow"),
-    "latency": (latency.main, "ack and send-to-receipt latency at 1,000 and 10,000 msg/s, overlapping and one by one"),
+    "latency": (latency.main, "ack and send-to-receipt latency from 1,000 to 10,000 msg/s, overlapping and one by one"),
     "spark-source": (spark_source.main, "Spark AvailableNow read into the noop sink vs an in-memory ceiling"),
     "spark-sink": (spark_sink.main, "df.write of 128-byte bodies vs a discarding Python writer and Arrow ingest"),
     "vs-redis": (vs_redis.main, "thin clients, one request in flight: the bundled broker against Redis Streams"),

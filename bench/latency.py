@@ -1,4 +1,4 @@
-"""`latency`: single sends at 1,000 and at 10,000 msg/s: acknowledgement, and send to receipt by a consumer.
+"""`latency`: single sends from 1,000 to 10,000 msg/s: acknowledgement, and send to receipt by a consumer.
 
 Producer and consumer (a lite-pull consumer polling, or a push consumer whose listener records the
 receipt on its consume thread) run in one process (one clock); each message carries its send
@@ -9,8 +9,10 @@ Two shapes of sending:
   IN_FLIGHT at once), so a slow answer does not delay the next send;
 - one after another: each send is awaited before the next starts (at most the target rate).
 
-The rate actually reached is recorded next to the target. The consumer starts at the queues' ends
-and receives through held pulls.
+The rate actually reached is recorded next to the target, and so is the CPU the broker and this
+process used while sending (in cores: CPU seconds per second), which shows where the two cores run
+out. Overlapping sends with the lite-pull consumer run at KNEE_RATES, the other shapes at RATES. The
+consumer starts at the queues' ends and receives through held pulls.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from bench.cluster import cluster
 from bench.ingest import QUEUES, prepare_topic
 from bench.report import percentiles_ms, progress, record
+from bench.soak_report import cpu_seconds
 from rocketspark import (
     AsyncLitePullConsumer,
     AsyncProducer,
@@ -36,6 +39,8 @@ from rocketspark.aio import wait_until
 
 TOPIC = "BenchIngest"
 RATES = (1_000, 10_000)
+#: rates of the overlapping lite-pull shape: around where one client process and the broker use a core each
+KNEE_RATES = (1_000, 2_000, 3_000, 4_000, 10_000)
 IN_FLIGHT = 256
 
 
@@ -122,6 +127,7 @@ async def measure(rate: int, seconds: float, limit: int, push: bool, overlapping
                 receiver = asyncio.ensure_future(receive())
                 sends = []
                 started = time.perf_counter()
+                cpu_before = cpu_seconds(target.broker.pid), time.process_time()
                 for i in range(count):
                     await asyncio.sleep(max(0.0, started + i / rate - time.perf_counter()))
                     if overlapping:
@@ -130,22 +136,42 @@ async def measure(rate: int, seconds: float, limit: int, push: bool, overlapping
                     else:
                         await send_one()
                 await asyncio.gather(*sends)
-                sent_rate = count / (time.perf_counter() - started)
+                elapsed = time.perf_counter() - started
+                cores = (
+                    (cpu_seconds(target.broker.pid) - cpu_before[0]) / elapsed,
+                    (time.process_time() - cpu_before[1]) / elapsed,
+                )
                 await asyncio.wait_for(receiver, 30)
-    kind = "push (concurrent listener)" if push else "lite-pull (long polling)"
     shape = "overlapping" if overlapping else "one after another"
+    kind = "push (concurrent listener)" if push else "lite-pull (long polling)"
+    return _row(shape, kind, rate, count / elapsed, acks, latencies, cores)
+
+
+def _row(
+    shape: str,
+    kind: str,
+    rate: int,
+    sent_rate: float,
+    acks: list[float],
+    latencies: list[float],
+    cores: tuple[float, float],
+) -> list[object]:
+    """One measurement's row, announced as a progress line."""
     ack = percentiles_ms(acks, 50, 99, 99.9, 100)
     receipt = percentiles_ms(latencies, 50, 99, 99.9, 100)
     progress(
         f"{shape}, {kind}, {rate:,} msg/s ({sent_rate:,.0f} reached), {len(latencies):,} messages: "
-        f"ack p99 {ack[1]} ms max {ack[3]} ms, receipt p99 {receipt[1]} ms max {receipt[3]} ms"
+        f"ack p99 {ack[1]} ms max {ack[3]} ms, receipt p99 {receipt[1]} ms max {receipt[3]} ms; "
+        f"cores used: broker {cores[0]:.2f}, this process {cores[1]:.2f}"
     )
-    return [shape, kind, len(latencies), rate, round(sent_rate), *ack, *receipt]
+    return [shape, kind, len(latencies), rate, round(sent_rate), *ack, *receipt, *(round(c, 2) for c in cores)]
 
 
 async def main(seconds: float, limit: int) -> None:
-    runs = [(False, True), (False, False), (True, True)]  # (push, overlapping)
-    rows = [await measure(rate, seconds, limit, push, overlapping) for push, overlapping in runs for rate in RATES]
+    runs = [(False, True, KNEE_RATES), (False, False, RATES), (True, True, RATES)]  # (push, overlapping, rates)
+    rows = [
+        await measure(rate, seconds, limit, push, overlapping) for push, overlapping, rates in runs for rate in rates
+    ]
     record(
         "latency",
         [
@@ -162,6 +188,8 @@ async def main(seconds: float, limit: int) -> None:
             "receipt p99 ms",
             "receipt p99.9 ms",
             "receipt max ms",
+            "broker cores",
+            "bench cores",
         ],
         rows,
         {"body_bytes": 128, "queues": QUEUES, "sends_in_flight_at_most": IN_FLIGHT, "fresh_broker_per_row": True},

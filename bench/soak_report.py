@@ -30,6 +30,12 @@ class ProcessUse:
         return cls(rss_kib / 1024, anon_kib / 1024, len(os.listdir(f"/proc/{pid}/fd")), int(status["Threads"]))
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system, every thread) a process has used since it started (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def disk_used_mib(directory: Path) -> float:
     return sum(disk_by_directory_mib(directory).values())
 
