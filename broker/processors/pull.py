@@ -33,7 +33,7 @@ from rocketspark.remoting.body.heartbeat import SubscriptionData
 from rocketspark.remoting.body.topic import Perm
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.connection import Connection
+from rocketspark.remoting.connection import Connection, HandlerResult
 from rocketspark.remoting.extension import ExtensionCode
 from rocketspark.remoting.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader
 from rocketspark.remoting.processor import ProcessorTable
@@ -104,16 +104,18 @@ class PullMessageProcessor:
         if self.broker.config.arrow_enable:
             table.register(ExtensionCode.ARROW_PULL_MESSAGE, self.pull_arrow)
 
-    async def pull_standard(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        return await self._pull(request, Encoding.STANDARD)
+    def pull_standard(self, connection: Connection, request: RemotingCommand) -> HandlerResult:
+        return self._pull(request, Encoding.STANDARD)
 
-    async def pull_arrow(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        return await self._pull(request, Encoding.ARROW)
+    def pull_arrow(self, connection: Connection, request: RemotingCommand) -> HandlerResult:
+        return self._pull(request, Encoding.ARROW)
 
-    async def _pull(self, request: RemotingCommand, encoding: Encoding) -> RemotingCommand:
+    def _pull(self, request: RemotingCommand, encoding: Encoding) -> HandlerResult:
+        """Check the pull and apply its commit offset now, as the frame is read; serve it in a task.
+
+        The commit must not wait for the task: a consumer's last pull and the offset update it sends
+        at shutdown often arrive in one read, and the update (applied at once) must stay the later."""
         header = request.decode_header(PullMessageRequestHeader)
-        broker = self.broker
-        config = broker.config
         refusal = self._check(request, header)
         if refusal is not None:
             return refusal
@@ -123,8 +125,20 @@ class PullMessageProcessor:
             code = exc.code if exc.code is not None else ResponseCode.SYSTEM_ERROR
             return request.response(code, str(exc), PullMessageResponseHeader(0, header.queue_offset, 0, 0))
         if header.commits_offset:
-            broker.consumer_offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+            self.broker.consumer_offsets.commit(
+                header.consumer_group, header.topic, header.queue_id, header.commit_offset
+            )
+        return self._serve(request, header, codes, encoding)
 
+    async def _serve(
+        self,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        codes: frozenset[int] | None,
+        encoding: Encoding,
+    ) -> RemotingCommand:
+        broker = self.broker
+        config = broker.config
         if encoding is Encoding.ARROW:
             max_messages = min(header.max_msg_nums, config.arrow_pull_max_messages)
             max_bytes = min(header.max_msg_bytes or config.arrow_pull_max_bytes, config.arrow_pull_max_bytes)

@@ -65,6 +65,7 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, tuple[asyncio.Future[RemotingCommand], asyncio.TimerHandle]] = {}
         self._handler_tasks: set[asyncio.Task[None]] = set()
+        self._oneway_tasks: set[asyncio.Task[None]] = set()  # of those, the requests nobody awaits an answer to
         self._closed: asyncio.Future[None] = self._loop.create_future()
         self._close_reason: str | None = None
         self._idle_handle: asyncio.TimerHandle | None = None
@@ -102,8 +103,14 @@ class Connection(asyncio.Protocol):
             self._close_reason = f"connection lost: {exc}" if exc else "closed by peer"
         if self._idle_handle is not None:
             self._idle_handle.cancel()
-        self._backlog.clear()
-        for task in list(self._handler_tasks):  # nobody can receive their responses any more
+        # A oneway request read before the peer closed still takes effect (a consumer's last offset
+        # update, a producer's END_TRANSACTION are sent just before it closes): only the requests
+        # whose answers nobody can receive any more are given up.
+        backlog, self._backlog = self._backlog, deque()
+        for request in backlog:
+            if request.is_oneway:
+                self._dispatch(request)
+        for task in self._handler_tasks - self._oneway_tasks:
             task.cancel()
         pending, self._pending = self._pending, {}
         for future, timer in pending.values():
@@ -226,6 +233,8 @@ class Connection(asyncio.Protocol):
         else:
             task = self._loop.create_task(self._await_handler(request, result))
             self._handler_tasks.add(task)
+            if request.is_oneway:
+                self._oneway_tasks.add(task)
             task.add_done_callback(self._handler_done)
             if 0 < self._max_in_flight <= len(self._handler_tasks) and not self._reading_paused:
                 assert self._transport is not None
@@ -234,6 +243,7 @@ class Connection(asyncio.Protocol):
 
     def _handler_done(self, task: asyncio.Task[None]) -> None:
         self._handler_tasks.discard(task)
+        self._oneway_tasks.discard(task)
         if not self._reading_paused or self.closed:
             return
         while self._backlog and len(self._handler_tasks) < self._max_in_flight:

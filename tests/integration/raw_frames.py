@@ -60,9 +60,10 @@ class RawConnection:
         self._writer.close()
         await self._writer.wait_closed()
 
-    def write(self, request: RemotingCommand) -> None:
+    def write(self, *requests: RemotingCommand) -> None:
+        """Write `requests` in one write, so that the peer most likely reads them together."""
         assert self._writer is not None
-        self._writer.write(encode(request))
+        self._writer.write(b"".join(encode(request) for request in requests))
 
     async def responses(self, opaques: list[int], timeout_s: float = 10.0) -> list[RemotingCommand]:
         """The responses to the requests with `opaques`, in that order, within `timeout_s`."""

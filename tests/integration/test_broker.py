@@ -32,14 +32,21 @@ from rocketspark.processes import ServerProcess
 from rocketspark.remoting.body.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
 from rocketspark.remoting.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode
+from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.extension import ExtensionCode
-from rocketspark.remoting.headers.pull import PullMessageRequestHeader
+from rocketspark.remoting.headers.offset import UpdateConsumerOffsetRequestHeader
+from rocketspark.remoting.headers.pull import (
+    FLAG_COMMIT_OFFSET,
+    FLAG_SUBSCRIPTION,
+    FLAG_SUSPEND,
+    PullMessageRequestHeader,
+)
 from rocketspark.remoting.processor import ProcessorTable
 from tests.harness import ServerFactory
 from tests.integration.broker_client import BROKER_NAME, properties, pull, pull_all, send, send_batch, send_header
+from tests.integration.raw_frames import RawConnection
 from tests.waiting import eventually
 
 
@@ -227,6 +234,37 @@ async def test_consumer_offsets(cluster, client) -> None:
     stats = await admin.get_consume_stats(client, broker.address, "g1", "Offsets")
     wrapper = stats.offset_table[MessageQueue("Offsets", BROKER_NAME, 0)]
     assert (wrapper.broker_offset, wrapper.consumer_offset) == (1, 1)
+
+
+async def test_a_pull_commit_and_a_later_offset_update_read_together_keep_their_order(cluster, client) -> None:
+    """A push consumer's last pull carries the offset consumed when it was sent; the update it sends
+    at shutdown, right after, is the later. Read in one go, the broker must keep the update."""
+    _, broker = cluster
+    topic, group = "CommitOrder", "commit_order"
+    for i in range(5):
+        await send(client, broker.address, topic, f"m{i}".encode(), queue_id=0)
+    held = PullMessageRequestHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=0,
+        queue_offset=5,
+        max_msg_nums=32,
+        sys_flag=FLAG_COMMIT_OFFSET | FLAG_SUSPEND | FLAG_SUBSCRIPTION,
+        commit_offset=4,
+        suspend_timeout_millis=200,
+        sub_version=0,
+        subscription="*",
+        expression_type="TAG",
+    )
+    pull_request = RemotingCommand.request(RequestCode.PULL_MESSAGE, held)
+    update = RemotingCommand.request(
+        RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(group, topic, 0, 5), oneway=True
+    )
+    async with RawConnection(broker.address) as connection:
+        connection.write(pull_request, update)
+        (answer,) = await connection.responses([pull_request.opaque])
+    assert answer.code == ResponseCode.PULL_NOT_FOUND
+    assert await offset.query_consumer_offset(client, broker.address, group, topic, 0) == 5
 
 
 async def test_queue_offsets_and_search_by_time(cluster, client) -> None:

@@ -32,6 +32,7 @@ FAIL = 1002
 REFUSE = 1003
 NEVER = 1004
 ONEWAY_SINK = 1005
+ONEWAY_SLOW = 1006
 
 
 class Recorder:
@@ -39,6 +40,7 @@ class Recorder:
         self.oneway: list[RemotingCommand] = []
         self.connections: list[Connection] = []
         self.never_answered: list[RemotingCommand] = []
+        self.slow_oneway: list[RemotingCommand] = []
 
 
 def build_processors(recorder: Recorder) -> ProcessorTable:
@@ -71,7 +73,13 @@ def build_processors(recorder: Recorder) -> ProcessorTable:
     table.register(FAIL, fail)
     table.register(REFUSE, refuse)
     table.register(NEVER, never)
+
+    async def slow_sink(connection: Connection, request: RemotingCommand) -> None:
+        await asyncio.sleep(0.05)
+        recorder.slow_oneway.append(request)
+
     table.register(ONEWAY_SINK, sink)
+    table.register(ONEWAY_SLOW, slow_sink)
     return table
 
 
@@ -166,6 +174,21 @@ async def test_oneway_produces_no_bytes_on_the_wire(server: RemotingServer) -> N
     assert [r.opaque for r in responses] == [probe.opaque]
     writer.close()
     await writer.wait_closed()
+
+
+async def test_oneway_requests_read_before_the_peer_closes_still_take_effect(
+    server: RemotingServer, recorder: Recorder
+) -> None:
+    """A consumer's last offset update or a producer's END_TRANSACTION is oneway and sent just
+    before the connection closes: its handler runs to the end, though no answer can be written."""
+    host, port = server.address.split(":")
+    _reader, writer = await asyncio.open_connection(host, int(port))
+    requests = [RemotingCommand.request(ONEWAY_SLOW, body=f"{i}".encode(), oneway=True) for i in range(3)]
+    writer.write(b"".join(encode(request) for request in requests))
+    writer.close()
+    await writer.wait_closed()
+    await eventually(lambda: len(recorder.slow_oneway) == 3, timeout_s=5, what="every oneway request handled")
+    assert [r.body for r in recorder.slow_oneway] == [b"0", b"1", b"2"]
 
 
 async def test_timeout_is_typed_and_late_connection_survives(
