@@ -15,6 +15,7 @@ and their producer group asked (CHECK_TRANSACTION_STATE, oneway) on any live con
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import time
@@ -78,6 +79,8 @@ class TransactionService:
         self.state = TransactionState(writer)
         self._writer = writer
         self._ending: dict[int, tuple[asyncio.Future[None], int]] = {}  # half offset -> (end, log offset before)
+        self._op_writes: dict[int, int] = {}  # end records being written: their number -> op queue offset before
+        self._op_numbers = itertools.count()
         self._services = [
             PeriodicService("check-transactions", settings.interval_ms / 1000, self.check),
             PeriodicService("persist-transactions", _PERSIST_INTERVAL_S, self._persist_if_moved),
@@ -87,7 +90,9 @@ class TransactionService:
         """Read the progress and the end records, and end the commits a crash left without one
         (after the store recovered, before the broker serves)."""
         self.state.load()
-        offset = max(self._store.min_offset(TRANS_OP_HALF_TOPIC, 0), 0)
+        # a crash may have lost end records the progress counted: new ones then take their offsets
+        counted = min(self.state.op_offset, self._store.max_offset(TRANS_OP_HALF_TOPIC, 0))
+        offset = first = max(self._store.min_offset(TRANS_OP_HALF_TOPIC, 0), counted, 0)
         while True:
             rows, offset = await self._read(TRANS_OP_HALF_TOPIC, offset)
             if not rows:
@@ -96,10 +101,10 @@ class TransactionService:
                 record = ended(row)
                 if record is not None:
                     self.state.end(*record)
+        log.info("transaction end records %d..%d read back (the progress counted those before)", first, offset)
         unrecorded = self.state.committed_since_watermark(self._store.commit_log)
         for half_offset in unrecorded:
-            await self._store.put_messages(TRANS_OP_HALF_TOPIC, 0, [self._end_record(half_offset, EndKind.COMMIT)])
-            self.state.end(half_offset, EndKind.COMMIT)
+            await self._record_end(half_offset, EndKind.COMMIT)
         if unrecorded:
             log.info("%d committed half message(s) had no end record after a crash; recorded now", len(unrecorded))
         self._persist()
@@ -135,8 +140,7 @@ class TransactionService:
             if kind is EndKind.COMMIT:
                 topic, queue_id, message = committed_message(row)
                 await self._store.put_messages(topic, queue_id, [message])
-            await self._store.put_messages(TRANS_OP_HALF_TOPIC, 0, [self._end_record(offset, kind)])
-            self.state.end(offset, kind)
+            await self._record_end(offset, kind)
         finally:
             del self._ending[offset]
             done.set_result(None)
@@ -219,8 +223,7 @@ class TransactionService:
         topic, queue_id, message = discarded_message(row, self.state.checks(half_offset))
         self._create_topic(topic)
         await self._store.put_messages(topic, queue_id, [message])
-        await self._store.put_messages(TRANS_OP_HALF_TOPIC, 0, [self._end_record(half_offset, EndKind.DISCARD)])
-        self.state.end(half_offset, EndKind.DISCARD)
+        await self._record_end(half_offset, EndKind.DISCARD)
         log.warning(
             "half message %d (%s) unresolved after %d checks: moved to %s",
             half_offset,
@@ -258,13 +261,26 @@ class TransactionService:
                 continue
             return [], offset
 
+    async def _record_end(self, half_offset: int, kind: EndKind) -> None:
+        """Store the end record of the half message at `half_offset`, then count it in the state."""
+        number = next(self._op_numbers)
+        self._op_writes[number] = self._store.max_offset(TRANS_OP_HALF_TOPIC, 0)
+        try:
+            await self._store.put_messages(TRANS_OP_HALF_TOPIC, 0, [self._end_record(half_offset, kind)])
+            self.state.end(half_offset, kind)
+        finally:
+            del self._op_writes[number]
+
     def _end_record(self, half_offset: int, kind: EndKind) -> StandardMessage:
         return end_record(half_offset, kind, self._store.store_host)
 
     def _persist(self) -> None:
-        """Write the progress: commits stored before the oldest end under way have their end record."""
+        """Write the progress: commits stored before the oldest end under way have their end record,
+        and end records before the oldest one being written are counted in the state (one stored
+        but not yet counted is read back at startup: counting an end twice changes nothing)."""
         starts = [start for _, start in self._ending.values()]
-        self.state.persist(min(starts, default=self._store.commit_log.max_offset))
+        op_offset = min(self._op_writes.values(), default=self._store.max_offset(TRANS_OP_HALF_TOPIC, 0))
+        self.state.persist(min(starts, default=self._store.commit_log.max_offset), max(op_offset, 0))
 
     def _persist_if_moved(self) -> None:
         if self.state.watermark != self._store.commit_log.max_offset:

@@ -3,11 +3,13 @@
 The truth lives in the store: half messages in RMQ_SYS_TRANS_HALF_TOPIC, end records in
 RMQ_SYS_TRANS_OP_HALF_TOPIC, commits in their real queues (broker/transaction/half.py). The file
 `config/transaction.json` keeps the progress: `halfOffset` (every half message below it ended),
-`checkTimes` (checks sent per half message at or above it), `discarded` (half messages moved to
-TRANS_CHECK_MAX_TIME_TOPIC below it: an END may still commit them) and `commitLogOffset`: no commit
-stored before it lacks its end record. At startup the end records are read back from the op queue,
-and commits stored since `commitLogOffset` without an end record (a crash between the two writes)
-are found in the commit log, so a half message is committed at most once across a kill -9.
+`checkTimes` (checks sent per half message at or above it), `ended` (how those at or above it that
+ended did), `discarded` (half messages moved to TRANS_CHECK_MAX_TIME_TOPIC below it: an END may still
+commit them), `opOffset`: every end record below it in the op queue is counted in the file, and
+`commitLogOffset`: no commit stored before it lacks its end record. At startup only the end records
+from `opOffset` on are read back (as RocketMQ checks only its last files: start-up does not grow with
+the op queue), and commits stored since `commitLogOffset` without an end record (a crash between the
+two writes) are found in the commit log, so a half message is committed at most once across a kill -9.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class TransactionState:
         self._checks: dict[int, int] = {}  # offsets at or above `next_half` -> checks sent
         self._discarded: set[int] = set()  # below `next_half`: discarded, not committed or rolled back
         self.watermark: int | None = None
+        self.op_offset = 0  # end records of the op queue below it are counted here
 
     def is_final(self, offset: int) -> bool:
         """Committed or rolled back: an END changes nothing any more (a discarded one may still be
@@ -93,6 +96,8 @@ class TransactionState:
         self.next_half = int(data.get("halfOffset") or 0)
         self._checks = {int(o): int(n) for o, n in (data.get("checkTimes") or {}).items()}
         self._discarded = {int(o) for o in data.get("discarded") or ()}
+        self._ended = {int(o): EndKind(kind) for o, kind in (data.get("ended") or {}).items()}
+        self.op_offset = int(data.get("opOffset") or 0)  # files from before it: read the whole op queue
         watermark = data.get("commitLogOffset")
         self.watermark = int(watermark) if watermark is not None else None
         log.info("transaction progress loaded from %s: half messages below %d ended", path, self.next_half)
@@ -113,13 +118,17 @@ class TransactionState:
                     found.append(offset)
         return found
 
-    def persist(self, commit_log_offset: int) -> None:
-        """Write the progress; every commit stored before `commit_log_offset` has its end record."""
+    def persist(self, commit_log_offset: int, op_offset: int) -> None:
+        """Write the progress; every commit stored before `commit_log_offset` has its end record, and
+        every end record below `op_offset` is counted in this state."""
         self.watermark = commit_log_offset
+        self.op_offset = op_offset
         document = {
             "halfOffset": self.next_half,
             "checkTimes": {str(o): n for o, n in sorted(self._checks.items())},
+            "ended": {str(o): kind.value for o, kind in sorted(self._ended.items())},
             "discarded": sorted(self._discarded),
+            "opOffset": op_offset,
             "commitLogOffset": commit_log_offset,
         }
         self._writer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2))
