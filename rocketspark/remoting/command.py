@@ -41,6 +41,14 @@ class RemotingCommand:
     remark: str | None = None
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
+    #: a body written from memory the command does not own (a pull answer's Arrow stream) in place
+    #: of `body`, so that it is not copied into bytes first; commands read from the wire have none
+    body_view: memoryview | None = None
+
+    @property
+    def wire_body(self) -> bytes | memoryview:
+        """The body as it is written: `body_view` when there is one, else `body`."""
+        return self.body if self.body_view is None else self.body_view
 
     @property
     def is_response(self) -> bool:
@@ -68,6 +76,8 @@ class RemotingCommand:
         remark: str | None = None,
         header: CommandHeader | None = None,
         body: bytes = b"",
+        *,
+        body_view: memoryview | None = None,
     ) -> RemotingCommand:
         """A response answering this request (same opaque, response flag set)."""
         return RemotingCommand(
@@ -77,6 +87,7 @@ class RemotingCommand:
             remark=remark,
             ext_fields=header.to_ext_fields() if header is not None else {},
             body=body,
+            body_view=body_view,
         )
 
     def decode_header(self, header_type: type[H]) -> H:
@@ -88,5 +99,5 @@ class RemotingCommand:
         return (
             f"RemotingCommand({kind} code={self.code} opaque={self.opaque} flag={self.flag} "
             f"language={self.language.name} version={self.version} remark={self.remark!r} "
-            f"ext_fields={fields!r} body={len(self.body)} bytes)"
+            f"ext_fields={fields!r} body={len(self.wire_body)} bytes)"
         )

@@ -145,11 +145,12 @@ class Connection(asyncio.Protocol):
         if self.closed:
             raise ConnectionClosedError(f"connection to {self.remote_address} is closed ({self._close_reason})")
         assert self._transport is not None
-        if len(command.body) < LARGE_BODY_BYTES:
+        body = command.wire_body
+        if len(body) < LARGE_BODY_BYTES:
             self._transport.write(encode(command, self._serialize_type))
         else:
             self._transport.write(frame_head(command, self._serialize_type))
-            self._transport.write(command.body)
+            self._transport.write(body)
         self._last_activity = self._loop.time()
 
     async def drain(self) -> None:
