@@ -11,8 +11,6 @@ import enum
 import logging
 from typing import Protocol
 
-import pyarrow as pa
-
 from broker.context import (
     HasAddress,
     HasConfig,
@@ -26,6 +24,7 @@ from broker.context import (
 )
 from broker.store.results import GetResult, GetStatus
 from rocketspark.errors import ValidationError
+from rocketspark.message.batches.ipc import ipc_stream
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.filter import build_subscription, filter_codes
 from rocketspark.message.validation import validate_group
@@ -85,26 +84,6 @@ def response_code(result: GetResult, requested_offset: int) -> ResponseCode:
         return code
     # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
     return ResponseCode.PULL_OFFSET_MOVED if requested_offset != 0 else ResponseCode.PULL_NOT_FOUND
-
-
-def arrow_stream(batches: list[pa.RecordBatch]) -> memoryview:
-    """The Arrow IPC stream of `batches`, as a view of Arrow's buffer.
-
-    The stream is sized first (a mock stream counts its bytes, copying nothing), then written into
-    a buffer of that size, so each byte of an answer of up to `arrowPullMaxBytes` is copied once;
-    the answer is written from that buffer, not copied into bytes. A growing output stream and a
-    copy into bytes took 5.6 times as long for 90,000 rows (14.5 ms against 2.6 ms)."""
-    size = pa.MockOutputStream()
-    _write_stream(size, batches)
-    buffer = pa.allocate_buffer(size.size())
-    _write_stream(pa.FixedSizeBufferWriter(buffer), batches)
-    return memoryview(buffer)
-
-
-def _write_stream(sink: pa.NativeFile, batches: list[pa.RecordBatch]) -> None:
-    with pa.ipc.new_stream(sink, STORED_SCHEMA) as writer:
-        for batch in batches:
-            writer.write_batch(batch)
 
 
 class PullMessageProcessor:
@@ -207,7 +186,7 @@ class PullMessageProcessor:
 
     def _encode(self, result: GetResult, encoding: Encoding) -> memoryview:
         if encoding is Encoding.ARROW:
-            return arrow_stream(result.batches())
+            return ipc_stream(STORED_SCHEMA, result.batches())
         return memoryview(result.records(self.broker.address))
 
     def _count(self, result: GetResult, encoding: Encoding) -> None:

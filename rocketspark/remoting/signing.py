@@ -44,7 +44,7 @@ class SessionCredentials:
             raise ValueError("SessionCredentials need a non-empty access key and secret key")
 
 
-def signature(secret_key: str, ext_fields: Mapping[str, str], body: bytes | None) -> str:
+def signature(secret_key: str, ext_fields: Mapping[str, str], body: bytes | memoryview | None) -> str:
     """Base64 of HMAC-SHA1, keyed with the secret's UTF-8 bytes, over the field values in sorted key
     order and then the body, fed to the HMAC one after the other: a large body is never copied."""
     values = "".join(
@@ -69,7 +69,7 @@ def sign(request: RemotingCommand, credentials: SessionCredentials) -> None:
         fields[SECURITY_TOKEN] = credentials.security_token
     else:
         fields.pop(SECURITY_TOKEN, None)
-    fields[SIGNATURE] = signature(credentials.secret_key, fields, request.body)
+    fields[SIGNATURE] = signature(credentials.secret_key, fields, request.wire_body)
 
 
 class AclClientRPCHook:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from rocketspark.client.api.common import call
+from rocketspark.message.batches.ipc import ipc_stream
 from rocketspark.message.batches.schema import PRODUCER_SCHEMA
 from rocketspark.message.ids import offset_msg_id
 from rocketspark.message.queue import MessageQueue
@@ -99,13 +100,6 @@ async def send_oneway(
     )
 
 
-def arrow_stream(batch: pa.RecordBatch) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, PRODUCER_SCHEMA) as writer:
-        writer.write_batch(batch)
-    return bytes(sink.getvalue())
-
-
 async def send_arrow(
     client: RemotingClient,
     broker_addr: str,
@@ -124,7 +118,7 @@ async def send_arrow(
         code=ExtensionCode.ARROW_SEND_MESSAGE,
         opaque=next_opaque(),
         ext_fields=header.to_ext_fields(),
-        body=arrow_stream(batch),
+        body_view=ipc_stream(PRODUCER_SCHEMA, [batch]),
     )
     response = await call(client, broker_addr, request, timeout_s, accept=tuple(_STATUS))
     answer = response.decode_header(ArrowSendResponseHeader)
