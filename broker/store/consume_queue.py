@@ -36,6 +36,9 @@ from rocketspark.fileutil import fsync_directory
 log = logging.getLogger(__name__)
 
 CQ_ENTRY = np.dtype([("batch_pos", "<i8"), ("row", "<i4"), ("size", "<i4"), ("tags_code", "<i8"), ("store_ts", "<i8")])
+#: the same entries as opaque 32-byte items: numpy copies these as plain bytes, and structured
+#: entries field by field (90,000 entries: 0.13 ms against 1.77 ms)
+_CQ_BYTES = np.dtype((np.void, CQ_ENTRY.itemsize))
 #: entries read from disk and cached together (32 KiB)
 BLOCK_ENTRIES = 1024
 
@@ -151,6 +154,7 @@ class ConsumeQueue:
         if begin >= self._tail_start:
             return self._tail.view()[begin - self._tail_start : end - self._tail_start]
         result = np.empty(end - begin, dtype=CQ_ENTRY)  # filled part by part: a plain copy of each
+        filled = result.view(_CQ_BYTES)
         offset = begin
         while offset < min(end, self._tail_start):
             block = offset // BLOCK_ENTRIES
@@ -159,10 +163,10 @@ class ConsumeQueue:
             part = entries[offset - block_start : min(end, (block + 1) * BLOCK_ENTRIES) - block_start]
             if len(part) == end - begin:
                 return part
-            result[offset - begin : offset - begin + len(part)] = part
+            filled[offset - begin : offset - begin + len(part)] = part.view(_CQ_BYTES)
             offset += len(part)
         if offset < end:
-            result[offset - begin :] = self._tail.view()[: end - self._tail_start]
+            filled[offset - begin :] = self._tail.view()[: end - self._tail_start].view(_CQ_BYTES)
         return result
 
     def _clamped(self, start: int, count: int) -> tuple[int, int]:
