@@ -12,7 +12,12 @@ from rocketspark.message.records.batch_body import encode_batch_body
 from rocketspark.message.records.decoding import decode_records
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.headers.pull import FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageRequestHeader
+from rocketspark.remoting.headers.pull import (
+    FLAG_COMMIT_OFFSET,
+    FLAG_SUBSCRIPTION,
+    FLAG_SUSPEND,
+    PullMessageRequestHeader,
+)
 from rocketspark.remoting.headers.send import SendMessageRequestHeader
 
 BROKER_NAME = "broker-a"
@@ -71,6 +76,35 @@ async def send_batch(
     )
 
 
+def pull_header(
+    topic: str,
+    queue_id: int,
+    offset: int,
+    *,
+    group: str = "test_consumer",
+    max_nums: int = 32,
+    expression: str = "*",
+    suspend_ms: int | None = None,
+    commit_offset: int | None = None,
+) -> PullMessageRequestHeader:
+    """A pull with its subscription; held `suspend_ms` when given, committing `commit_offset` when given."""
+    sys_flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms is not None else 0)
+    sys_flag |= FLAG_COMMIT_OFFSET if commit_offset is not None else 0
+    return PullMessageRequestHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=max_nums,
+        sys_flag=sys_flag,
+        commit_offset=commit_offset or 0,
+        suspend_timeout_millis=suspend_ms or 0,
+        sub_version=0,
+        subscription=expression,
+        expression_type="TAG",
+    )
+
+
 async def pull(
     client: RemotingClient,
     broker: str,
@@ -85,19 +119,8 @@ async def pull(
     arrow: bool = False,
     timeout_s: float = 10.0,
 ) -> PullResult:
-    sys_flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms is not None else 0)
-    header = PullMessageRequestHeader(
-        consumer_group=group,
-        topic=topic,
-        queue_id=queue_id,
-        queue_offset=offset,
-        max_msg_nums=max_nums,
-        sys_flag=sys_flag,
-        commit_offset=0,
-        suspend_timeout_millis=suspend_ms or 0,
-        sub_version=0,
-        subscription=expression,
-        expression_type="TAG",
+    header = pull_header(
+        topic, queue_id, offset, group=group, max_nums=max_nums, expression=expression, suspend_ms=suspend_ms
     )
     return await pull_message(client, broker, header, arrow=arrow, timeout_s=timeout_s)
 

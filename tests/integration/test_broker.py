@@ -37,15 +37,19 @@ from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.extension import ExtensionCode
 from rocketspark.remoting.headers.offset import UpdateConsumerOffsetRequestHeader
-from rocketspark.remoting.headers.pull import (
-    FLAG_COMMIT_OFFSET,
-    FLAG_SUBSCRIPTION,
-    FLAG_SUSPEND,
-    PullMessageRequestHeader,
-)
+from rocketspark.remoting.headers.pull import PullMessageRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 from tests.harness import ServerFactory
-from tests.integration.broker_client import BROKER_NAME, properties, pull, pull_all, send, send_batch, send_header
+from tests.integration.broker_client import (
+    BROKER_NAME,
+    properties,
+    pull,
+    pull_all,
+    pull_header,
+    send,
+    send_batch,
+    send_header,
+)
 from tests.integration.raw_frames import RawConnection
 from tests.waiting import eventually
 
@@ -243,19 +247,7 @@ async def test_a_pull_commit_and_a_later_offset_update_read_together_keep_their_
     topic, group = "CommitOrder", "commit_order"
     for i in range(5):
         await send(client, broker.address, topic, f"m{i}".encode(), queue_id=0)
-    held = PullMessageRequestHeader(
-        consumer_group=group,
-        topic=topic,
-        queue_id=0,
-        queue_offset=5,
-        max_msg_nums=32,
-        sys_flag=FLAG_COMMIT_OFFSET | FLAG_SUSPEND | FLAG_SUBSCRIPTION,
-        commit_offset=4,
-        suspend_timeout_millis=200,
-        sub_version=0,
-        subscription="*",
-        expression_type="TAG",
-    )
+    held = pull_header(topic, 0, 5, group=group, suspend_ms=200, commit_offset=4)
     pull_request = RemotingCommand.request(RequestCode.PULL_MESSAGE, held)
     update = RemotingCommand.request(
         RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(group, topic, 0, 5), oneway=True

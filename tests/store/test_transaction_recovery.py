@@ -7,6 +7,7 @@ import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,42 +30,8 @@ def service(store: MessageStore, path: Path, io: ThreadPoolExecutor) -> Transact
     return TransactionService(store, ProducerManager(120_000), settings, AtomicFileWriter(path, io), lambda _: None)
 
 
-async def test_a_commit_stored_without_its_end_record_is_not_stored_again(
-    open_store: StoreFactory, tmp_path: Path
-) -> None:
-    store = await open_store(duplicate_window_seconds=0)
-    progress = tmp_path / "transaction.json"
-    with ThreadPoolExecutor(max_workers=1) as io:
-        before = service(store, progress, io)
-        await before.load()  # writes the progress: nothing committed before this commit log offset
-        await before.stop()
-        sent = message(b"order 7", uniq="ID7").with_properties(
-            {props.TRANSACTION_PREPARED: "true", props.PRODUCER_GROUP: GROUP}
-        )
-        half_topic, half_queue, half = half_message("Orders", 0, sent)
-        await store.put_messages(half_topic, half_queue, [half])
-        result = await store.get_messages(TRANS_HALF_TOPIC, 0, 0, max_messages=1, max_bytes=1 << 20)
-        row = result.batches()[0].to_pylist()[0]
-        topic, queue_id, committed = committed_message(row)
-        await store.put_messages(topic, queue_id, [committed])  # and the broker dies before the end record
-
-        after = service(store, progress, io)
-        await after.load()
-        assert after.state.is_final(row["queue_offset"])
-        assert store.max_offset(TRANS_OP_HALF_TOPIC, 0) == 1  # the end record the crash left out
-        header = EndTransactionRequestHeader(
-            producer_group=GROUP,
-            tran_state_table_offset=row["queue_offset"],
-            commit_log_offset=row["commit_log_offset"],
-            commit_or_rollback=sysflag.TRANSACTION_COMMIT_TYPE,
-            msg_id="ID7",
-        )
-        await after.end(header, EndKind.COMMIT)  # the producer's end, or a check's answer, after the restart
-        await after.stop()
-    assert store.max_offset("Orders", 0) == 1
-
-
-async def store_half(store: MessageStore, number: int) -> dict[str, object]:
+async def store_half(store: MessageStore, number: int) -> dict[str, Any]:
+    """Store half message `number` (body "order N", UNIQ_KEY "IDN") of GROUP; its stored row."""
     sent = message(f"order {number}".encode(), uniq=f"ID{number}").with_properties(
         {props.TRANSACTION_PREPARED: "true", props.PRODUCER_GROUP: GROUP}
     )
@@ -75,15 +42,38 @@ async def store_half(store: MessageStore, number: int) -> dict[str, object]:
     return result.batches()[0].to_pylist()[0]
 
 
-def end_header(row: dict[str, object], kind: EndKind) -> EndTransactionRequestHeader:
+def end_header(row: dict[str, Any], kind: EndKind) -> EndTransactionRequestHeader:
     types = {EndKind.COMMIT: sysflag.TRANSACTION_COMMIT_TYPE, EndKind.ROLLBACK: sysflag.TRANSACTION_ROLLBACK_TYPE}
     return EndTransactionRequestHeader(
         producer_group=GROUP,
-        tran_state_table_offset=int(row["queue_offset"]),  # type: ignore[call-overload]
-        commit_log_offset=int(row["commit_log_offset"]),  # type: ignore[call-overload]
+        tran_state_table_offset=row["queue_offset"],
+        commit_log_offset=row["commit_log_offset"],
         commit_or_rollback=types[kind],
-        msg_id=str(row["msg_id"]),
+        msg_id=row["msg_id"],
     )
+
+
+async def test_a_commit_stored_without_its_end_record_is_not_stored_again(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    store = await open_store(duplicate_window_seconds=0)
+    progress = tmp_path / "transaction.json"
+    with ThreadPoolExecutor(max_workers=1) as io:
+        before = service(store, progress, io)
+        await before.load()  # writes the progress: nothing committed before this commit log offset
+        await before.stop()
+        row = await store_half(store, 7)
+        topic, queue_id, committed = committed_message(row)
+        await store.put_messages(topic, queue_id, [committed])  # and the broker dies before the end record
+
+        after = service(store, progress, io)
+        await after.load()
+        assert after.state.is_final(row["queue_offset"])
+        assert store.max_offset(TRANS_OP_HALF_TOPIC, 0) == 1  # the end record the crash left out
+        # the producer's end, or a check's answer, after the restart
+        await after.end(end_header(row, EndKind.COMMIT), EndKind.COMMIT)
+        await after.stop()
+    assert store.max_offset("Orders", 0) == 1
 
 
 @pytest.mark.parametrize("progress_format", ["current", "without op offset"])
@@ -101,7 +91,7 @@ async def test_startup_reads_back_only_the_end_records_the_progress_does_not_cou
         rows = [await store_half(store, number) for number in range(20)]
         for row in rows:  # all but the half message at offset 5 end: the later ones are past halfOffset
             if row["queue_offset"] != 5:
-                kind = EndKind.COMMIT if int(row["queue_offset"]) % 2 else EndKind.ROLLBACK  # type: ignore[call-overload]
+                kind = EndKind.COMMIT if row["queue_offset"] % 2 else EndKind.ROLLBACK
                 await before.end(end_header(row, kind), kind)
         await before.stop()
         if progress_format == "without op offset":
