@@ -335,11 +335,12 @@ class CommitLog:
 
     def _granules_of(self, offsets: np.ndarray) -> list[tuple[Segment, int]]:
         found: list[tuple[Segment, int]] = []
-        for segment, inside in self._segments_holding(offsets):
+        for segment, inside in self.segments_holding(offsets):
             found += [(segment, g) for g in np.unique((offsets[inside] - segment.start) // GRANULE).tolist()]
         return found
 
-    def _segments_holding(self, offsets: np.ndarray) -> Iterator[tuple[Segment, np.ndarray]]:
+    def segments_holding(self, offsets: np.ndarray) -> Iterator[tuple[Segment, np.ndarray]]:
+        """Each segment holding some of `offsets`, with the indices of those (event loop)."""
         if not len(offsets):
             return
         first = max(0, bisect.bisect_right(self._starts, int(offsets.min())) - 1)
@@ -354,7 +355,7 @@ class CommitLog:
     ) -> tuple[np.ndarray, np.ndarray]:
         positions = np.full(len(offsets), -1, dtype=np.int64)
         rows = np.zeros(len(offsets), dtype=np.int64)
-        for segment, inside in self._segments_holding(offsets):
+        for segment, inside in self.segments_holding(offsets):
             local = offsets[inside] - segment.start
             granules = local // GRANULE
             for granule in np.unique(granules).tolist():

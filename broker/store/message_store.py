@@ -33,6 +33,7 @@ from broker.store.index import key_hash
 from broker.store.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult
 from broker.store.retention import InFlightReads, Retention
+from broker.store.scattered import read_scattered, touches_many_rounds
 from broker.store.stored import Piece, StoredBatch, WireRecords, arrow_batches
 from broker.store.window_snapshot import SNAPSHOT_INTERVAL_S
 from rocketspark.service import PeriodicService
@@ -417,6 +418,9 @@ class MessageStore:
         return GetResult(GetStatus.FOUND, next_offset, low, high, pieces)
 
     async def _take_rows(self, entries: np.ndarray) -> list[Piece]:
+        if touches_many_rounds(entries["batch_pos"]):  # segments found on the loop: see retention.py
+            parts = [(s, entries[at]) for s, at in self.commit_log.segments_holding(entries["batch_pos"])]
+            return await self._reads.submit(functools.partial(read_scattered, parts))
         runs = by_stored_batch(entries)
         stored = [self.commit_log.cached(position) for position, _ in runs]
         missing = [position for (position, _), b in zip(runs, stored, strict=True) if b is None]
@@ -427,7 +431,7 @@ class MessageStore:
             for position, batch in by_position.items():
                 self.commit_log.cache_put(position, batch)
             stored = [b if b is not None else by_position[p] for (p, _), b in zip(runs, stored, strict=True)]
-        result = []
+        result: list[Piece] = []
         for batch, (_, rows) in zip(stored, runs, strict=True):
             assert batch is not None
             result.append(Piece(batch, rows))
