@@ -102,8 +102,9 @@ def read_big_endian(data: np.ndarray, positions: np.ndarray, dtype: np.dtype) ->
     Read through a view of `data` in which item i is the value at byte i (a stride of one byte):
     one gather, three times faster than gathering each value's bytes and viewing them."""
     width = dtype.itemsize
-    overlapping = np.ndarray(shape=(max(len(data) - width + 1, 0),), dtype=dtype, buffer=data, strides=(1,))
-    return overlapping[positions].astype(np.int64)
+    overlapping: np.ndarray = np.ndarray(shape=(max(len(data) - width + 1, 0),), dtype=dtype, buffer=data, strides=(1,))
+    values: np.ndarray = overlapping[positions]
+    return values.astype(np.int64)
 
 
 def record_bounds_array(data: bytes | memoryview) -> np.ndarray:
