@@ -335,12 +335,21 @@ class CommitLog:
 
     def _granules_of(self, offsets: np.ndarray) -> list[tuple[Segment, int]]:
         found: list[tuple[Segment, int]] = []
-        for segment, inside in self.segments_holding(offsets):
+        for segment, inside in self._segments_holding(offsets):
             found += [(segment, g) for g in np.unique((offsets[inside] - segment.start) // GRANULE).tolist()]
         return found
 
-    def segments_holding(self, offsets: np.ndarray) -> Iterator[tuple[Segment, np.ndarray]]:
-        """Each segment holding some of `offsets`, with the indices of those (event loop)."""
+    def segment_runs(self, positions: np.ndarray) -> list[tuple[Segment, slice]]:
+        """Each segment holding some of `positions` (ascending, each in a segment), with the slice
+        of `positions` it holds (event loop)."""
+        first = bisect.bisect_right(self._starts, int(positions[0])) - 1
+        last = bisect.bisect_right(self._starts, int(positions[-1]))
+        segments = self.segments[first:last]
+        cuts = np.searchsorted(positions, [s.start for s in segments[1:]]).tolist()
+        bounds = [0, *cuts, len(positions)]
+        return [(s, slice(lo, hi)) for s, lo, hi in zip(segments, bounds, bounds[1:], strict=False) if lo < hi]
+
+    def _segments_holding(self, offsets: np.ndarray) -> Iterator[tuple[Segment, np.ndarray]]:
         if not len(offsets):
             return
         first = max(0, bisect.bisect_right(self._starts, int(offsets.min())) - 1)
@@ -355,7 +364,7 @@ class CommitLog:
     ) -> tuple[np.ndarray, np.ndarray]:
         positions = np.full(len(offsets), -1, dtype=np.int64)
         rows = np.zeros(len(offsets), dtype=np.int64)
-        for segment, inside in self.segments_holding(offsets):
+        for segment, inside in self._segments_holding(offsets):
             local = offsets[inside] - segment.start
             granules = local // GRANULE
             for granule in np.unique(granules).tolist():

@@ -419,7 +419,7 @@ class MessageStore:
 
     async def _take_rows(self, entries: np.ndarray) -> list[Piece]:
         if touches_many_rounds(entries["batch_pos"]):  # segments found on the loop: see retention.py
-            parts = [(s, entries[at]) for s, at in self.commit_log.segments_holding(entries["batch_pos"])]
+            parts = [(s, entries[at]) for s, at in self.commit_log.segment_runs(entries["batch_pos"])]
             return await self._reads.submit(functools.partial(read_scattered, parts))
         runs = by_stored_batch(entries)
         stored = [self.commit_log.cached(position) for position, _ in runs]

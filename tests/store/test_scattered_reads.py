@@ -107,6 +107,6 @@ async def test_reads_across_segments(open_store: StoreFactory) -> None:
     assert len(store.commit_log.segments) > 3
     await assert_whole_reads_match(store, [0, 1, 2])
     entries = await store._entries(store.queues[("T", 0)], 0, ALL)
-    reads = [(segment, entries[at]) for segment, at in store.commit_log.segments_holding(entries["batch_pos"])]
+    reads = [(segment, entries[at]) for segment, at in store.commit_log.segment_runs(entries["batch_pos"])]
     pieces = read_scattered(reads)
     assert len(reads) > 3 and len(pieces) == 1  # the records of every segment in one piece

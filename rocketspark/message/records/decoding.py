@@ -30,7 +30,6 @@ from rocketspark.message.records.layout import (
     MAGIC_V1,
     MAGIC_V2,
     MIN_RECORD,
-    NUMERIC,
     NUMERIC_NAMES,
     PREFIX_WITHOUT_HOSTS,
     SYS_FLAG_POSITION,
@@ -69,7 +68,7 @@ class _Hosts(NamedTuple):
 class _Records(NamedTuple):
     """The decoded fields of every record, as columns."""
 
-    head: np.ndarray  # the fixed-width numeric fields (NUMERIC dtype)
+    head: dict[str, np.ndarray]  # each fixed-width numeric field (NUMERIC_NAMES), native int64
     sys_flag: np.ndarray
     born: _Hosts
     store: _Hosts
@@ -200,10 +199,10 @@ def _locate(raw: np.ndarray, starts: np.ndarray) -> _Layout:
     )
 
 
-def _fixed_fields(buffer: pa.Buffer, layout: _Layout) -> tuple[np.ndarray, _Hosts, _Hosts]:
+def _fixed_fields(buffer: pa.Buffer, layout: _Layout) -> tuple[dict[str, np.ndarray], _Hosts, _Hosts]:
     """(numeric fields, born hosts, store hosts), gathered per combination of host widths."""
     n = len(layout.starts)
-    head = np.empty(n, dtype=NUMERIC)
+    head: dict[str, np.ndarray] = {}
     born = _Hosts(np.empty(n, dtype=np.int64), [])
     store = _Hosts(np.empty(n, dtype=np.int64), [])
     host_bits = layout.sys_flag & (sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6)
@@ -214,7 +213,11 @@ def _fixed_fields(buffer: pa.Buffer, layout: _Layout) -> tuple[np.ndarray, _Host
         gathered = binary_from_ranges(buffer, starts, starts + prefix.itemsize, pa.binary())
         fields = np.frombuffer(gathered.buffers()[2], dtype=prefix, count=len(rows))
         for name in NUMERIC_NAMES:
-            head[name][rows] = fields[name]
+            values = fields[name].astype(np.int64)
+            if len(rows) == n:  # one combination of host widths (the usual case): no scatter
+                head[name] = values
+            else:
+                head.setdefault(name, np.empty(n, dtype=np.int64))[rows] = values
         for hosts, name in ((born, "born_host"), (store, "store_host")):
             found = _host_strings(fields[name])
             hosts.codes[rows] = found.codes + len(hosts.strings)
@@ -260,7 +263,7 @@ def decode_records(data: bytes | memoryview, *, broker_name: str = "", decompres
         if len(bounds) <= SMALL_RECORDS + 1 and bounds[-1] >= len(data):
             return decode_small(data, bounds, broker_name=broker_name, decompress=decompress)
     records = _decode(data, decompress)
-    offset_ids = records.offset_msg_ids(np.arange(len(records.head)))
+    offset_ids = records.offset_msg_ids(np.arange(len(records.sys_flag)))
     (uniq_key,) = property_values(records.properties, props.UNIQ_KEY)
     head = records.head
     columns = zip(

@@ -60,7 +60,6 @@ def tail_fields(store_host_length: int) -> list[tuple[str, str] | tuple[str, str
 
 #: every fixed-width numeric field of a record, decoded to native int64 columns
 NUMERIC_NAMES = [name for name, *_ in HEAD_FIELDS + tail_fields(IPV4_HOST) if name != "store_host"]
-NUMERIC = np.dtype([(name, np.int64) for name in NUMERIC_NAMES])
 
 
 @functools.cache
