@@ -202,7 +202,7 @@ def _locate(raw: np.ndarray, starts: np.ndarray) -> _Layout:
 def _fixed_fields(buffer: pa.Buffer, layout: _Layout) -> tuple[dict[str, np.ndarray], _Hosts, _Hosts]:
     """(numeric fields, born hosts, store hosts), gathered per combination of host widths."""
     n = len(layout.starts)
-    head: dict[str, np.ndarray] = {}
+    head: dict[str, np.ndarray] = {} if n else {name: np.empty(0, dtype=np.int64) for name in NUMERIC_NAMES}
     born = _Hosts(np.empty(n, dtype=np.int64), [])
     store = _Hosts(np.empty(n, dtype=np.int64), [])
     host_bits = layout.sys_flag & (sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6)
