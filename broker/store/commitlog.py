@@ -293,6 +293,9 @@ class CommitLog:
             self._cache.move_to_end(position)
         return batch
 
+    def is_cached(self, position: int) -> bool:
+        return position in self._cache
+
     def load(self, position: int) -> StoredBatch:
         """Read the batch at `position` from disk (blocking). It looks the segment up in lists the
         event loop changes, so other threads resolve the segment on the loop and call `Segment.read`."""

@@ -33,7 +33,7 @@ from broker.store.index import key_hash
 from broker.store.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult
 from broker.store.retention import InFlightReads, Retention
-from broker.store.scattered import read_scattered, touches_many_rounds
+from broker.store.scattered import many_rounds_to_read, read_scattered
 from broker.store.stored import Piece, StoredBatch, WireRecords, arrow_batches
 from broker.store.window_snapshot import SNAPSHOT_INTERVAL_S
 from rocketspark.service import PeriodicService
@@ -418,7 +418,7 @@ class MessageStore:
         return GetResult(GetStatus.FOUND, next_offset, low, high, pieces)
 
     async def _take_rows(self, entries: np.ndarray) -> list[Piece]:
-        if touches_many_rounds(entries["batch_pos"]):  # segments found on the loop: see retention.py
+        if many_rounds_to_read(entries["batch_pos"], self.commit_log.is_cached):  # on the loop: see retention.py
             parts = [(s, entries[at]) for s, at in self.commit_log.segment_runs(entries["batch_pos"])]
             return await self._reads.submit(functools.partial(read_scattered, parts))
         runs = by_stored_batch(entries)

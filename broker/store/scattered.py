@@ -10,7 +10,8 @@ TOTALSIZE fields of all rounds side by side (one numpy step per record of the lo
 round the pull needs, not one Python step per record), and the records taken are copied together,
 so decoding them walks a few MB instead of the mapped span.
 
-The batch cache is not used: such a read would only evict the tail that live consumers read.
+Rounds found this way are not put in the batch cache: such a read would only evict the tail that
+live consumers read; a pull whose rounds are mostly cached takes them from the cache instead.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -30,15 +32,20 @@ from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.records.decoding import read_big_endian, record_bounds_array
 from rocketspark.message.records.layout import BE_I32, MIN_RECORD
 
-#: a pull that touches this many stored rounds reads them here (fewer: one at a time, with the cache)
+#: a pull that needs this many stored rounds not in the batch cache reads them here (fewer: one at a
+#: time, into the cache)
 SCATTERED_ROUNDS = 16
 #: rounds whose records are followed side by side up to this row; deeper rows: the round is parsed
 _FOLLOWED_ROWS = 64
 
 
-def touches_many_rounds(positions: np.ndarray) -> bool:
-    """Whether entries with these stored-batch positions (ascending) touch SCATTERED_ROUNDS rounds."""
-    return len(positions) >= SCATTERED_ROUNDS and int(np.count_nonzero(np.diff(positions))) + 1 >= SCATTERED_ROUNDS
+def many_rounds_to_read(positions: np.ndarray, cached: Callable[[int], bool]) -> bool:
+    """Whether entries with these stored-batch positions (ascending) name SCATTERED_ROUNDS rounds
+    or more that `cached` (the batch cache) does not hold: rounds held there are taken from it."""
+    if len(positions) < SCATTERED_ROUNDS:
+        return False
+    rounds = positions[np.flatnonzero(np.diff(positions, prepend=-1))]
+    return len(rounds) >= SCATTERED_ROUNDS and sum(not cached(p) for p in rounds.tolist()) >= SCATTERED_ROUNDS
 
 
 def read_scattered(reads: list[tuple[Segment, np.ndarray]]) -> list[Piece]:

@@ -2,8 +2,9 @@
 
 Single sends to several queues share stored rounds, so a large pull of one queue takes a few
 records of each of many rounds: read with the segment mapped and the records found for all rounds
-at once. Each test reads every queue whole in one pull and compares it, column by column and byte
-by byte, with the same queue read a few messages a pull (rounds read one at a time).
+at once (when they are not in the batch cache: the tests' stores cache one round). Each test reads
+every queue whole in one pull and compares it, column by column and byte by byte, with the same
+queue read a few messages a pull (rounds read one at a time).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pyarrow as pa
 
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
-from broker.store.scattered import SCATTERED_ROUNDS, read_scattered, touches_many_rounds
+from broker.store.scattered import SCATTERED_ROUNDS, many_rounds_to_read, read_scattered
 from rocketspark.message.batches.producer import producer_batch
 from rocketspark.message.records.decoding import decode_records
 from tests.store.conftest import STORE_HOST, StoreFactory, message
@@ -54,7 +55,7 @@ async def read_in_small_pulls(store: MessageStore, queue: int, step: int = 3) ->
         result = await store.get_messages("T", queue, offset, max_messages=step, max_bytes=BIG)
         assert result.status is GetStatus.FOUND
         entries = await store._entries(store.queues[("T", queue)], offset, step)
-        assert not touches_many_rounds(entries["batch_pos"])
+        assert not many_rounds_to_read(entries["batch_pos"], store.commit_log.is_cached)
         batches += result.batches()
         records.append(result.records(STORE_HOST))
         offset = result.next_begin_offset
@@ -64,7 +65,7 @@ async def read_in_small_pulls(store: MessageStore, queue: int, step: int = 3) ->
 async def assert_whole_reads_match(store: MessageStore, queues: list[int]) -> None:
     for queue in queues:
         entries = await store._entries(store.queues[("T", queue)], 0, ALL)
-        assert touches_many_rounds(entries["batch_pos"])  # the whole read takes the scattered path
+        assert many_rounds_to_read(entries["batch_pos"], store.commit_log.is_cached)  # the whole read's path
         whole, whole_records = await read_whole(store, queue)
         small, small_records = await read_in_small_pulls(store, queue)
         assert whole.num_rows == store.max_offset("T", queue)
@@ -74,7 +75,7 @@ async def assert_whole_reads_match(store: MessageStore, queues: list[int]) -> No
 
 
 async def test_whole_queue_reads_of_rounds_shared_by_queues(open_store: StoreFactory) -> None:
-    store = await open_store()
+    store = await open_store(batch_cache_bytes=1)
     await send_waves(store, 40, {0: 2, 1: 1, 2: 3})
     assert store.appender.rounds >= SCATTERED_ROUNDS
     await assert_whole_reads_match(store, [0, 1, 2])
@@ -82,7 +83,7 @@ async def test_whole_queue_reads_of_rounds_shared_by_queues(open_store: StoreFac
 
 async def test_arrow_batches_between_rounds_of_single_sends(open_store: StoreFactory) -> None:
     """Arrow-sent batches stored among the rounds come back as their rows, in queue order."""
-    store = await open_store()
+    store = await open_store(batch_cache_bytes=1)
     for part in range(8):
         await send_waves(store, 4, {0: 2, 1: 2})
         bodies = [f"arrow{part}.{n}".encode() for n in range(5)]
@@ -96,13 +97,13 @@ async def test_arrow_batches_between_rounds_of_single_sends(open_store: StoreFac
 
 async def test_rounds_holding_many_records_of_the_queue(open_store: StoreFactory) -> None:
     """Rows deeper in a round than the records followed side by side: that round is parsed whole."""
-    store = await open_store()
+    store = await open_store(batch_cache_bytes=1)
     await send_waves(store, 20, {0: 70, 1: 1})
     await assert_whole_reads_match(store, [0, 1])
 
 
 async def test_reads_across_segments(open_store: StoreFactory) -> None:
-    store = await open_store(mapped_file_size_commit_log=8 * 1024)
+    store = await open_store(mapped_file_size_commit_log=8 * 1024, batch_cache_bytes=1)
     await send_waves(store, 60, {0: 2, 1: 2, 2: 1})
     assert len(store.commit_log.segments) > 3
     await assert_whole_reads_match(store, [0, 1, 2])
@@ -110,3 +111,13 @@ async def test_reads_across_segments(open_store: StoreFactory) -> None:
     reads = [(segment, entries[at]) for segment, at in store.commit_log.segment_runs(entries["batch_pos"])]
     pieces = read_scattered(reads)
     assert len(reads) > 3 and len(pieces) == 1  # the records of every segment in one piece
+
+
+async def test_rounds_in_the_batch_cache_are_taken_from_it(open_store: StoreFactory) -> None:
+    """Rounds just written are in the cache: a whole-queue pull takes them from there."""
+    store = await open_store()
+    await send_waves(store, 40, {0: 2, 1: 1})
+    entries = await store._entries(store.queues[("T", 0)], 0, ALL)
+    assert not many_rounds_to_read(entries["batch_pos"], store.commit_log.is_cached)
+    whole, whole_records = await read_whole(store, 0)
+    assert whole.num_rows == 80 and [m.body for m in decode_records(whole_records)] == whole.column("body").to_pylist()
