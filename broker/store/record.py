@@ -72,7 +72,8 @@ def checksum_matches(header: RecordHeader, payload: bytes | memoryview) -> bool:
     return len(payload) == header.payload_length and zlib.crc32(payload) == header.crc
 
 
-def decode_payload(header: RecordHeader, payload: bytes) -> StoredBatch:
+def decode_payload(header: RecordHeader, payload: bytes | memoryview) -> StoredBatch:
+    """The stored batch of a payload: Arrow batches use its memory; message records are kept as bytes."""
     if header.wire:
-        return WireRecords.parse(payload)
+        return WireRecords.parse(bytes(payload))
     return pa.ipc.read_record_batch(pa.py_buffer(payload), STORED_SCHEMA)

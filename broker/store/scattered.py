@@ -17,7 +17,6 @@ live consumers read; a pull whose rounds are mostly cached takes them from the c
 from __future__ import annotations
 
 import itertools
-import mmap
 import os
 from collections.abc import Callable
 
@@ -82,21 +81,6 @@ def _be_i32(raw: np.ndarray, at: np.ndarray) -> np.ndarray:
     return read_big_endian(raw, at, BE_I32)
 
 
-def _mapped(segment: Segment, start: int, length: int) -> memoryview:
-    """Bytes [start, start + length) of the commit log, mapped from `segment`'s file, not copied:
-    a span is read about once, so a copy would only fault in fresh pages for it (a 20 MB pread
-    took 8 ms, mostly page faults). The mapping lasts as long as a view of it (the file may be
-    deleted meanwhile: the mapping keeps its pages); only bytes of registered records are read,
-    and those are never truncated."""
-    local = start - segment.start
-    base = local - local % mmap.ALLOCATIONGRANULARITY
-    try:
-        mapped = mmap.mmap(segment.fd, local - base + length, access=mmap.ACCESS_READ, offset=base)
-    except ValueError:
-        raise LookupError(f"the commit log ends inside the span {start}..{start + length}") from None
-    return memoryview(mapped)[local - base :]
-
-
 def _read_segment(segment: Segment, rounds: np.ndarray, firsts: np.ndarray, entries: np.ndarray) -> list[Piece]:
     """The rows of `entries` in `rounds` (their positions in `segment`); `firsts`: each round's
     first entry."""
@@ -104,7 +88,7 @@ def _read_segment(segment: Segment, rounds: np.ndarray, firsts: np.ndarray, entr
     last = record.parse_header(os.pread(segment.fd, record.HEADER_SIZE, int(rounds[-1]) - segment.start))
     if last is None:
         raise LookupError(f"no stored batch starts at commit log offset {int(rounds[-1])}")
-    data = _mapped(segment, start, int(rounds[-1]) - start + last.total_length)
+    data = segment.mapped(start, int(rounds[-1]) - start + last.total_length)
     raw = np.frombuffer(data, dtype=np.uint8)
     at = rounds - start
     magic = _be_i32(raw, at)
