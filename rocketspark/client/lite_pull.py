@@ -65,14 +65,17 @@ class _Pulled:
     count: int
     size: int  # body bytes
     next_offset: int  # where the pull that brought the payload ended (filtered-out messages included)
-    payload: list[MessageExt] | pa.RecordBatch
+    payload: list[MessageExt] | list[pa.RecordBatch]
 
 
-def _body_bytes(payload: list[MessageExt] | pa.RecordBatch) -> int:
+def _body_bytes(payload: list[MessageExt] | list[pa.RecordBatch]) -> int:
     """What a pull brought counts against `pull_threshold_size_for_queue` by its (inflated) bodies."""
-    if isinstance(payload, pa.RecordBatch):
-        return int(pc.sum(pc.binary_length(payload.column("body"))).as_py())
-    return sum(len(m.body) for m in payload)
+    return sum(
+        int(pc.sum(pc.binary_length(item.column("body"))).as_py())
+        if isinstance(item, pa.RecordBatch)
+        else len(item.body)
+        for item in payload
+    )
 
 
 @dataclass
@@ -333,7 +336,7 @@ class AsyncLitePullConsumer:
                 )
                 if state.consumed_offset == offset:
                     state.consumed_offset = pulled.next_begin_offset
-            if count and payload is not None:
+            if count:
                 size = _body_bytes(payload)
                 state.cached += count
                 state.cached_bytes += size
@@ -344,7 +347,7 @@ class AsyncLitePullConsumer:
 
     async def _pull_once(
         self, puller: QueuePuller, queue: MessageQueue, offset: int, expression: str
-    ) -> tuple[Pulled, list[MessageExt] | pa.RecordBatch | None, int]:
+    ) -> tuple[Pulled, list[MessageExt] | list[pa.RecordBatch], int]:
         """One pull: (its result, what it brought, how many messages)."""
         if self.arrow:
             batch_result = await puller.pull_batch(
@@ -354,8 +357,7 @@ class AsyncLitePullConsumer:
                 expression=expression,
                 suspend_ms=self.broker_suspend_max_time_ms,
             )
-            rows = batch_result.batch.num_rows if batch_result.batch is not None else 0
-            return batch_result, batch_result.batch, rows
+            return batch_result, batch_result.batches, batch_result.num_rows
         result = await puller.pull_messages(
             queue,
             offset,
@@ -368,7 +370,8 @@ class AsyncLitePullConsumer:
     # -- polling and offsets -------------------------------------------------------------------
 
     async def poll(self, timeout_ms: int = 5_000) -> Polled:
-        """What the background pulls buffered: messages, or (in Arrow mode) one batch per pull.
+        """What the background pulls buffered: messages, or (in Arrow mode) record batches, each of one
+        queue (a pull brings one batch per batch the broker stored them in).
 
         Waits up to `timeout_ms` for the first result; an empty list means nothing arrived.
         """
@@ -391,10 +394,10 @@ class AsyncLitePullConsumer:
             state.consumed_offset = max(state.consumed_offset, item.next_offset)
             if self.auto_commit:
                 store.update_offset(state.queue, state.consumed_offset)
-            if isinstance(item.payload, pa.RecordBatch):
-                batches.append(item.payload)
+            if self.arrow:
+                batches += [batch for batch in item.payload if isinstance(batch, pa.RecordBatch)]
             else:
-                messages.extend(item.payload)
+                messages += [message for message in item.payload if isinstance(message, MessageExt)]
         return batches if self.arrow else messages
 
     async def _state(self, queue: MessageQueue) -> _QueueState:

@@ -51,7 +51,13 @@ class PulledMessages(Pulled):
 
 @dataclass(frozen=True, slots=True)
 class PulledBatch(Pulled):
-    batch: pa.RecordBatch | None  # STORED_SCHEMA; None when nothing was found
+    #: STORED_SCHEMA batches, as the broker read them from its stored batches (not concatenated:
+    #: that copy cost a third of an Arrow consumer's CPU); empty when nothing was found
+    batches: list[pa.RecordBatch]
+
+    @property
+    def num_rows(self) -> int:
+        return sum(batch.num_rows for batch in self.batches)
 
 
 class QueuePuller:
@@ -135,7 +141,7 @@ class QueuePuller:
         commit_offset: int | None = None,
         timeout_s: float | None = None,
     ) -> PulledBatch:
-        """Messages from `offset` as one STORED_SCHEMA batch, through the Arrow pull when the broker has it."""
+        """Messages from `offset` as STORED_SCHEMA batches, through the Arrow pull when the broker has it."""
 
         async def attempt(arrow: bool) -> PullResult:
             return await self._pull(
@@ -159,22 +165,22 @@ class QueuePuller:
             self._standard_only.add(queue.broker_name)
             arrow = False
             result = await attempt(arrow)
-        batch = None
+        batches: list[pa.RecordBatch] = []
         if result.status is PullStatus.FOUND and result.body:
-            batch = _read_arrow(result.body) if arrow else decode_records_to_batch(result.body)
-            batch = _filter_tags(batch, expression)
-        return PulledBatch(result.status, result.next_begin_offset, result.min_offset, result.max_offset, batch)
+            batches = _read_arrow(result.body) if arrow else [decode_records_to_batch(result.body)]
+            batches = [kept for batch in batches if (kept := _filter_tags(batch, expression)).num_rows]
+        return PulledBatch(result.status, result.next_begin_offset, result.min_offset, result.max_offset, batches)
 
 
-def _read_arrow(body: bytes) -> pa.RecordBatch:
-    table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
-    if not table.schema.equals(STORED_SCHEMA):
-        raise ValueError(f"the broker's Arrow pull answered schema {table.schema}, not the stored batch schema")
-    batches = table.to_batches()
-    if len(batches) == 1:
-        batch = batches[0]
-    else:
-        batch = pa.concat_batches(batches) if batches else pa.RecordBatch.from_pylist([], schema=STORED_SCHEMA)
+def _read_arrow(body: bytes) -> list[pa.RecordBatch]:
+    reader = pa.ipc.open_stream(pa.py_buffer(body))
+    if not reader.schema.equals(STORED_SCHEMA):
+        raise ValueError(f"the broker's Arrow pull answered schema {reader.schema}, not the stored batch schema")
+    return [_inflated(batch) for batch in reader]
+
+
+def _inflated(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch with compressed bodies inflated (and their COMPRESSED flag cleared)."""
     sys_flags = batch.column("sys_flag").to_numpy()
     if np.any(sys_flags & 0x1):
         bodies, flags = decompress_bodies(batch.column("body"), sys_flags)

@@ -82,11 +82,12 @@ def read_range(puller: QueuePuller, options: SourceOptions, queue_range: QueueRa
             stalled_since = _stall(stalled_since, options, queue_range, offset, str(exc))
             _refresh_route(puller, queue_range.topic)  # a restarted broker may listen elsewhere now
             continue
-        if pulled.status is PullStatus.FOUND and pulled.batch is not None:
+        if pulled.status is PullStatus.FOUND:  # its batches may all be filtered out by tags
             stalled_since = None
-            batch = within(pulled.batch, queue_range.end)
-            if batch.num_rows:
-                yield to_spark_batch(batch, queue.broker_name)
+            for batch in pulled.batches:
+                kept = within(batch, queue_range.end)
+                if kept.num_rows:
+                    yield to_spark_batch(kept, queue.broker_name)
             offset = pulled.next_begin_offset
         elif pulled.status is PullStatus.NO_MATCHED_MSG:
             stalled_since = None
