@@ -145,6 +145,8 @@ def _record_starts(
         current[going] += totals
     on_table = slot[round_of] >= 0
     starts[on_table] = table[slot[round_of[on_table]], rows[on_table]]
+    if (starts + MIN_RECORD > payload_end[round_of]).any():
+        raise LookupError("a stored round holds fewer records than its consume queue entries name")
     return starts
 
 

@@ -13,6 +13,7 @@ import asyncio
 import itertools
 
 import pyarrow as pa
+import pytest
 
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
@@ -121,3 +122,14 @@ async def test_rounds_in_the_batch_cache_are_taken_from_it(open_store: StoreFact
     assert not many_rounds_to_read(entries["batch_pos"], store.commit_log.is_cached)
     whole, whole_records = await read_whole(store, 0)
     assert whole.num_rows == 80 and [m.body for m in decode_records(whole_records)] == whole.column("body").to_pylist()
+
+
+async def test_an_entry_naming_a_record_its_round_lacks_fails_the_read(open_store: StoreFactory) -> None:
+    """A consume-queue entry whose row lies past its round's records (a corrupt entry) is an error
+    the pull reports, not a read past the round."""
+    store = await open_store(batch_cache_bytes=1)
+    await send_waves(store, 40, {0: 2, 1: 1})
+    tail = store.queues[("T", 0)]._tail.view()
+    tail["row"][len(tail) // 2] = 3  # its round holds three records: rows 0 to 2
+    with pytest.raises(LookupError, match="fewer records"):
+        await store.get_messages("T", 0, 0, max_messages=ALL, max_bytes=BIG)
