@@ -18,14 +18,15 @@ from rocketspark.message.filter import build_subscription
 from rocketspark.remoting.body.heartbeat import ConsumerData, ConsumeType, MessageModel
 from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.spark.options import SourceOptions
+from rocketspark.spark.process_cache import ProcessCache
 
 T = TypeVar("T")
 
 #: what tells one process client from another: name servers, credentials and TLS settings
 Connection = tuple[str, SessionCredentials | None, bool, str | None]
 
-_instances: dict[Connection, ClientInstance] = {}
-_lock = threading.Lock()
+_instances: ProcessCache[Connection, ClientInstance] = ProcessCache(alive=lambda found: found.state.name == "RUNNING")
+_lock = threading.Lock()  # the heartbeat registrations below
 #: the longest a single question to the cluster may take before it is an error
 QUERY_TIMEOUT_S = 30.0
 
@@ -43,16 +44,12 @@ def instance(
 ) -> ClientInstance:
     """This process's client for these name servers, signing with `credentials` when given, over TLS
     with `use_tls`, started on first use and kept for its life."""
-    key = (namesrv_addr, credentials, use_tls, tls_trust)
-    with _lock:
-        found = _instances.get(key)
-        if found is None or found.state.name != "RUNNING":
-            config = ClientConfig(
-                namesrv_addr=namesrv_addr, credentials=credentials, use_tls=use_tls, tls_trust=tls_trust
-            )
-            found = run(ClientInstance.acquire(config))
-            _instances[key] = found
-        return found
+
+    def start() -> ClientInstance:
+        config = ClientConfig(namesrv_addr=namesrv_addr, credentials=credentials, use_tls=use_tls, tls_trust=tls_trust)
+        return run(ClientInstance.acquire(config))
+
+    return _instances.get((namesrv_addr, credentials, use_tls, tls_trust), start)
 
 
 def connection_of(options: SourceOptions) -> Connection:

@@ -23,6 +23,7 @@ from rocketspark.message.batches.spark import to_spark_batch
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.planning import RocketMQPartition
+from rocketspark.spark.process_cache import ProcessCache
 from rocketspark.spark.splitting import QueueRange
 
 log = logging.getLogger(__name__)
@@ -31,17 +32,14 @@ log = logging.getLogger(__name__)
 DEFAULT_READER_GROUP = "rocketspark_spark_reader"
 RETRY_DELAY_S = 0.5
 
-_pullers: dict[tuple[object, ...], QueuePuller] = {}
+_pullers: ProcessCache[tuple[object, ...], QueuePuller] = ProcessCache()
 
 
 def puller_for(options: SourceOptions) -> QueuePuller:
     """This process's puller for the source's name servers and group, shared by its tasks."""
     group = options.consumer_group or DEFAULT_READER_GROUP
     key = (*cluster.connection_of(options), group)
-    puller = _pullers.get(key)
-    if puller is None:
-        puller = _pullers[key] = QueuePuller(cluster.source_instance(options), group)
-    return puller
+    return _pullers.get(key, lambda: QueuePuller(cluster.source_instance(options), group))
 
 
 def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:

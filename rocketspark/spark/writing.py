@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from rocketspark.client.producer import AsyncProducer
 from rocketspark.client.sync import shared_loop
 from rocketspark.message.queue import MessageQueue
 from rocketspark.spark import cluster
+from rocketspark.spark.process_cache import ProcessCache
 from rocketspark.spark.sink_ids import IdScope
 from rocketspark.spark.sink_options import SinkOptions
 from rocketspark.spark.sink_rows import Outgoing, RowPlace, split_batch
@@ -57,8 +57,7 @@ REQUESTS_IN_FLIGHT = 2
 #: (topic, broker name, queue id) -> (messages, first queue offset, last queue offset)
 QueueTally = dict[tuple[str, str, int], tuple[int, int, int]]
 
-_producers: dict[tuple[object, ...], AsyncProducer] = {}
-_lock = threading.Lock()
+_producers: ProcessCache[tuple[object, ...], AsyncProducer] = ProcessCache()
 
 
 def producer_for(options: SinkOptions) -> AsyncProducer:
@@ -72,22 +71,22 @@ def producer_for(options: SinkOptions) -> AsyncProducer:
         options.use_tls,
         options.tls_trust,
     )
-    with _lock:
-        producer = _producers.get(key)
-        if producer is None:
-            producer = AsyncProducer(
-                options.producer_group,
-                namesrv_addr=options.namesrv_addr,
-                send_timeout_ms=options.send_timeout_ms,
-                retry_times_when_send_failed=options.retries,
-                hold_fixed_queues=True,
-                credentials=options.credentials,
-                use_tls=options.use_tls,
-                tls_trust=options.tls_trust,
-            )
-            cluster.run(producer.start())
-            _producers[key] = producer
+
+    def start() -> AsyncProducer:
+        producer = AsyncProducer(
+            options.producer_group,
+            namesrv_addr=options.namesrv_addr,
+            send_timeout_ms=options.send_timeout_ms,
+            retry_times_when_send_failed=options.retries,
+            hold_fixed_queues=True,
+            credentials=options.credentials,
+            use_tls=options.use_tls,
+            tls_trust=options.tls_trust,
+        )
+        cluster.run(producer.start())
         return producer
+
+    return _producers.get(key, start)
 
 
 def check_topic(options: SinkOptions, producer: AsyncProducer | None = None) -> None:

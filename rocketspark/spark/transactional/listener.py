@@ -18,6 +18,7 @@ from rocketspark.client.config import ClientConfig
 from rocketspark.client.transaction import AsyncTransactionProducer, TransactionStatus
 from rocketspark.message.message import Message, MessageExt
 from rocketspark.spark import cluster
+from rocketspark.spark.process_cache import ProcessCache
 from rocketspark.spark.sink_options import SinkOptions
 from rocketspark.spark.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, BatchRecord, load
 
@@ -30,8 +31,7 @@ INSTANCE_NAME = "rocketspark-transactions"
 #: records a listener keeps read (a running query's checks are about its last few batches)
 _CACHED_RECORDS = 16
 
-_producers: dict[tuple[object, ...], AsyncTransactionProducer] = {}
-_lock = threading.Lock()
+_producers: ProcessCache[tuple[object, ...], AsyncTransactionProducer] = ProcessCache()
 
 
 class RecordListener:
@@ -84,23 +84,23 @@ def producer_for(options: SinkOptions) -> AsyncTransactionProducer:
     A half message is sent once (no retry inside a task: one that timed out may be stored, and only
     a new task attempt, whose half messages the record tells apart, may send its row again)."""
     key = (options.namesrv_addr, options.producer_group, options.send_timeout_ms, *_network(options))
-    with _lock:
-        producer = _producers.get(key)
-        if producer is None:
-            config = ClientConfig(namesrv_addr=options.namesrv_addr, instance_name=INSTANCE_NAME)
-            producer = AsyncTransactionProducer(
-                options.producer_group,
-                RecordListener(),
-                client_config=config,
-                send_timeout_ms=options.send_timeout_ms,
-                retry_times_when_send_failed=0,
-                credentials=options.credentials,
-                use_tls=options.use_tls,
-                tls_trust=options.tls_trust,
-            )
-            cluster.run(producer.start())
-            _producers[key] = producer
+
+    def start() -> AsyncTransactionProducer:
+        config = ClientConfig(namesrv_addr=options.namesrv_addr, instance_name=INSTANCE_NAME)
+        producer = AsyncTransactionProducer(
+            options.producer_group,
+            RecordListener(),
+            client_config=config,
+            send_timeout_ms=options.send_timeout_ms,
+            retry_times_when_send_failed=0,
+            credentials=options.credentials,
+            use_tls=options.use_tls,
+            tls_trust=options.tls_trust,
+        )
+        cluster.run(producer.start())
         return producer
+
+    return _producers.get(key, start)
 
 
 def _network(options: SinkOptions) -> tuple[object, ...]:
