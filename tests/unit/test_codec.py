@@ -117,6 +117,29 @@ def test_frames_split_and_coalesced_across_reads() -> None:
     assert decoder.buffered == 0
 
 
+@pytest.mark.parametrize("chunk", [65_536, 3_000_000, 64 * 1024 * 1024])
+def test_large_response_bodies_take_the_buffer_and_later_frames_still_decode(chunk: int) -> None:
+    """A response body of OWN_BUFFER_BODY_BYTES or more is the decoder's buffer, cut in place; a
+    request of that size, and smaller responses, still get bytes; frames after it decode."""
+    big = FrameDecoder.OWN_BUFFER_BODY_BYTES
+    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, body=b"q" * big)
+    commands = [
+        request,
+        request.response(body=bytes(range(256)) * (big // 256 + 1)),
+        request.response(body=b"small"),
+        request.response(body=b"z" * big, remark="last"),
+        RemotingCommand.request(RequestCode.HEART_BEAT),
+    ]
+    stream = b"".join(encode(c, SerializeType(i % 2)) for i, c in enumerate(commands))
+    decoder = FrameDecoder(max_frame_length=64 * 1024 * 1024)
+    decoded: list[RemotingCommand] = []
+    for i in range(0, len(stream), chunk):
+        decoded.extend(decoder.feed(stream[i : i + chunk]))
+    assert decoded == commands
+    assert [type(c.body) for c in decoded] == [bytes, bytearray, bytes, bytearray, bytes]
+    assert decoder.buffered == 0
+
+
 def test_oversize_frame_is_a_protocol_error() -> None:
     decoder = FrameDecoder(max_frame_length=1024)
     with pytest.raises(ProtocolError, match="frame length"):
