@@ -92,9 +92,9 @@ def _read_segment(segment: Segment, rounds: np.ndarray, firsts: np.ndarray, entr
     raw = np.frombuffer(data, dtype=np.uint8)
     at = rounds - start
     magic = _be_i32(raw, at)
-    if not np.isin(magic, (record.MAGIC, record.MAGIC_WIRE)).all():
-        bad = int(rounds[np.flatnonzero(~np.isin(magic, (record.MAGIC, record.MAGIC_WIRE)))[0]])
-        raise LookupError(f"no stored batch starts at commit log offset {bad}")
+    unknown = ~np.isin(magic, (record.MAGIC, record.MAGIC_WIRE))
+    if unknown.any():
+        raise LookupError(f"no stored batch starts at commit log offset {int(rounds[np.flatnonzero(unknown)[0]])}")
     payload_at = at + record.HEADER_SIZE
     payload_end = payload_at + _be_i32(raw, at + 4)
     counts = np.diff(np.append(firsts, len(entries)))
