@@ -36,6 +36,11 @@ class BrokerNotAvailableError(RocketMQError):
     retriable = True
 
 
+class DecodeError(RocketMQError, ValueError):
+    """Bytes that are not what they claim to be (a corrupt record, a body that does not decompress, a
+    malformed batch body): no retry of the same bytes decodes them."""
+
+
 class ValidationError(RocketMQError, ValueError):
     """A name, message or request that RocketMQ's rules refuse; `code` is what a broker answers."""
 

@@ -32,7 +32,8 @@ from rocketspark.client.puller import Pulled, QueuePuller
 from rocketspark.client.rebalance import Rebalancer
 from rocketspark.client.routes import subscribe_queues
 from rocketspark.client.start_offset import compute_start_offset
-from rocketspark.errors import RocketMQError, ValidationError
+from rocketspark.client.undecodable import OneByOne
+from rocketspark.errors import DecodeError, RocketMQError, ValidationError
 from rocketspark.message.filter import build_subscription
 from rocketspark.message.message import MessageExt
 from rocketspark.message.queue import MessageQueue
@@ -55,6 +56,7 @@ class _QueueState:
     cached: int = 0  # messages pulled but not yet polled
     cached_bytes: int = 0  # their body bytes
     version: int = 0  # bumped by seek; buffered results of older versions are dropped
+    one_by_one: OneByOne = field(default_factory=OneByOne)  # finds a message that does not decode
     task: asyncio.Task[None] | None = None
 
 
@@ -314,11 +316,20 @@ class AsyncLitePullConsumer:
                 await asyncio.sleep(0.05)  # flow control: wait for poll() to take what is buffered
                 continue
             version, offset = state.version, state.next_offset
+            wanted = state.one_by_one.pull_size(offset, self.pull_batch_size)
             try:
-                pulled, payload, count = await self._pull_once(puller, queue, offset, expression)
-            except RocketMQError as exc:
+                pulled, payload, count = await self._pull_once(puller, queue, offset, expression, wanted)
+            except DecodeError as exc:
+                if version == state.version and state.one_by_one.skips(queue, offset, wanted, exc):
+                    self._skip(state, offset)
+                continue
+            except Exception as exc:
                 if queue not in self._failing:
-                    log.warning("pulling %s failed (retrying every %.1f s): %s", queue, self.pull_delay_on_error_s, exc)
+                    retrying = f"(retrying every {self.pull_delay_on_error_s:.1f} s)"
+                    if isinstance(exc, RocketMQError):
+                        log.warning("pulling %s failed %s: %s", queue, retrying, exc)
+                    else:
+                        log.exception("pulling %s failed unexpectedly %s", queue, retrying)
                     self._failing.add(queue)
                 await asyncio.sleep(self.pull_delay_on_error_s)
                 continue
@@ -345,15 +356,22 @@ class AsyncLitePullConsumer:
                 state.consumed_offset = pulled.next_begin_offset  # filtered-out messages count as consumed
             state.next_offset = pulled.next_begin_offset
 
+    @staticmethod
+    def _skip(state: _QueueState, offset: int) -> None:
+        """Go on past the message at `offset`, which cannot be decoded; it counts as consumed."""
+        state.next_offset = offset + 1
+        if state.cached == 0 and state.consumed_offset == offset:
+            state.consumed_offset = offset + 1
+
     async def _pull_once(
-        self, puller: QueuePuller, queue: MessageQueue, offset: int, expression: str
+        self, puller: QueuePuller, queue: MessageQueue, offset: int, expression: str, max_messages: int
     ) -> tuple[Pulled, list[MessageExt] | list[pa.RecordBatch], int]:
-        """One pull: (its result, what it brought, how many messages)."""
+        """One pull of up to `max_messages`: (its result, what it brought, how many messages)."""
         if self.arrow:
             batch_result = await puller.pull_batch(
                 queue,
                 offset,
-                max_messages=self.pull_batch_size,
+                max_messages=max_messages,
                 expression=expression,
                 suspend_ms=self.broker_suspend_max_time_ms,
             )
@@ -361,7 +379,7 @@ class AsyncLitePullConsumer:
         result = await puller.pull_messages(
             queue,
             offset,
-            max_messages=self.pull_batch_size,
+            max_messages=max_messages,
             expression=expression,
             suspend_ms=self.broker_suspend_max_time_ms,
         )
@@ -371,7 +389,7 @@ class AsyncLitePullConsumer:
 
     async def poll(self, timeout_ms: int = 5_000) -> Polled:
         """What the background pulls buffered: messages, or (in Arrow mode) record batches, each of one
-        queue (a pull brings one batch per batch the broker stored them in).
+        queue (a pull brings the batches the broker answered with: see docs/client.md, "Arrow batches").
 
         Waits up to `timeout_ms` for the first result; an empty list means nothing arrived.
         """

@@ -23,6 +23,7 @@ from rocketspark.message.filter import parse_tag_expression
 from rocketspark.message.message import MessageExt
 from rocketspark.message.queue import MessageQueue
 from rocketspark.message.records.decoding import decode_records, decode_records_to_batch
+from rocketspark.remoting.errors import ProtocolError
 from rocketspark.remoting.headers.pull import (
     FLAG_COMMIT_OFFSET,
     FLAG_SUBSCRIPTION,
@@ -173,10 +174,17 @@ class QueuePuller:
 
 
 def _read_arrow(body: bytes) -> list[pa.RecordBatch]:
-    reader = pa.ipc.open_stream(pa.py_buffer(body))
+    """The batches of an Arrow pull's answer, bodies inflated. An answer that is not an IPC stream of
+    STORED_SCHEMA is a ProtocolError (a broker this client cannot read, not a message to skip); a
+    body that does not decompress is a DecodeError."""
+    try:
+        reader = pa.ipc.open_stream(pa.py_buffer(body))
+        batches = list(reader)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ProtocolError(f"the broker's Arrow pull answer is not an Arrow IPC stream: {exc}") from None
     if not reader.schema.equals(STORED_SCHEMA):
-        raise ValueError(f"the broker's Arrow pull answered schema {reader.schema}, not the stored batch schema")
-    return [_inflated(batch) for batch in reader]
+        raise ProtocolError(f"the broker's Arrow pull answered schema {reader.schema}, not the stored batch schema")
+    return [_inflated(batch) for batch in batches]
 
 
 def _inflated(batch: pa.RecordBatch) -> pa.RecordBatch:

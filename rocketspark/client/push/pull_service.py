@@ -19,16 +19,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rocketspark.client.api.pull import PullStatus
 from rocketspark.client.offset_store import OffsetStore
 from rocketspark.client.puller import QueuePuller
 from rocketspark.client.push.options import PushOptions
 from rocketspark.client.push.process_queue import ProcessQueue
-from rocketspark.errors import RocketMQError
+from rocketspark.client.undecodable import OneByOne
+from rocketspark.errors import DecodeError, RocketMQError
 from rocketspark.message.message import MessageExt
-from rocketspark.message.records.scalar import RecordDecodeError
 from rocketspark.remoting.body.heartbeat import MessageModel
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class _Cursor:
     """Where one queue's pull loop stands."""
 
     offset: int  # the next offset to pull
-    one_by_one_below: int = -1  # after a batch that did not decode: pull single messages below this offset
+    one_by_one: OneByOne = field(default_factory=OneByOne)
 
 
 class PullService:
@@ -115,9 +115,9 @@ class PullService:
         if self._held_back(pq):
             await asyncio.sleep(FLOW_CONTROL_DELAY_S)
             return
-        wanted = min(options.pull_batch_size, options.pull_threshold_for_queue - pq.count)
-        if cursor.offset < cursor.one_by_one_below:
-            wanted = 1
+        wanted = cursor.one_by_one.pull_size(
+            cursor.offset, min(options.pull_batch_size, options.pull_threshold_for_queue - pq.count)
+        )
         try:
             result = await self.puller.pull_messages(
                 queue,
@@ -128,7 +128,7 @@ class PullService:
                 commit_offset=self.store.table.get(queue) if options.message_model is MessageModel.CLUSTERING else None,
                 timeout_s=options.consumer_timeout_ms_when_suspend / 1000,
             )
-        except RecordDecodeError as exc:
+        except DecodeError as exc:
             if not pq.dropped:
                 self._undecodable(pq, cursor, wanted, exc)
             return
@@ -152,20 +152,9 @@ class PullService:
             )
         cursor.offset = result.next_begin_offset
 
-    def _undecodable(self, pq: ProcessQueue, cursor: _Cursor, wanted: int, exc: RecordDecodeError) -> None:
-        """A pull answered records the client cannot decode: find the bad one by pulling the batch's
-        offsets one at a time, and skip it (logged as an error); no retry would ever decode it."""
-        if wanted > 1:
-            log.warning(
-                "a record among offsets %d..%d of %s cannot be decoded (%s); pulling them one by one",
-                cursor.offset,
-                cursor.offset + wanted - 1,
-                pq.queue,
-                exc,
-            )
-            cursor.one_by_one_below = cursor.offset + wanted
-            return
-        log.error("skipping the message at offset %d of %s, which cannot be decoded: %s", cursor.offset, pq.queue, exc)
-        cursor.offset += 1
-        if pq.count == 0:  # nothing in flight: the skipped message counts as consumed
-            self.store.update_offset(pq.queue, cursor.offset)
+    def _undecodable(self, pq: ProcessQueue, cursor: _Cursor, wanted: int, error: DecodeError) -> None:
+        """A pull answered records the client cannot decode: find the bad one and skip it."""
+        if cursor.one_by_one.skips(pq.queue, cursor.offset, wanted, error):
+            cursor.offset += 1
+            if pq.count == 0:  # nothing in flight: the skipped message counts as consumed
+                self.store.update_offset(pq.queue, cursor.offset)

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rocketspark.errors import DecodeError
 from rocketspark.message import sysflag
 from rocketspark.message.hashing import java_string_hash, java_string_hash_array
 
@@ -53,7 +54,7 @@ def decompress_bodies(bodies: pa.Array, sys_flags: np.ndarray) -> tuple[pa.Array
     """(bodies with the compressed ones inflated, sys flags with their COMPRESSED bit cleared).
 
     4.x flags zlib with the COMPRESSED bit alone, 5.x adds the compression type bits; Java
-    producers only ever use zlib by default. LZ4 and ZSTD raise ValueError, as does corrupt data.
+    producers only ever use zlib by default. LZ4 and ZSTD raise DecodeError, as does corrupt data.
     """
     compressed = np.flatnonzero(sys_flags & sysflag.COMPRESSED)
     if len(compressed) == 0:
@@ -63,11 +64,11 @@ def decompress_bodies(bodies: pa.Array, sys_flags: np.ndarray) -> tuple[pa.Array
     if len(unsupported):
         row, kind = int(compressed[unsupported[0]]), int(kinds[unsupported[0]])
         name = sysflag.COMPRESSION_NAMES.get(kind, f"unknown type 0x{kind:x}")
-        raise ValueError(f"message {row} is compressed with {name}; only zlib bodies can be decompressed")
+        raise DecodeError(f"message {row} is compressed with {name}; only zlib bodies can be decompressed")
     try:
         plain = [zlib.decompress(body) for body in bodies.take(pa.array(compressed)).to_pylist()]
     except zlib.error as exc:
-        raise ValueError(f"a zlib-compressed body does not decompress: {exc}") from None
+        raise DecodeError(f"a zlib-compressed body does not decompress: {exc}") from None
     mask = np.zeros(len(bodies), dtype=bool)
     mask[compressed] = True
     flags = sys_flags.copy()

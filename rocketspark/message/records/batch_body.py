@@ -15,6 +15,7 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from rocketspark.errors import DecodeError
 from rocketspark.message.properties import codec as props
 
 _HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
@@ -30,7 +31,7 @@ class BatchEntry(NamedTuple):
     properties: str
 
 
-class BatchDecodeError(ValueError):
+class BatchDecodeError(DecodeError):
     """The bytes are not a well-formed SEND_BATCH_MESSAGE body."""
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rocketspark.errors import DecodeError
 from rocketspark.message import ids, sysflag
 from rocketspark.message.batches.arrays import binary_from_ranges
 from rocketspark.message.batches.columns import decompress_bodies, message_ids
@@ -245,7 +246,7 @@ def _decode(data: bytes | memoryview, decompress: bool, starts: np.ndarray | Non
     if decompress:
         try:
             body, sys_flag = decompress_bodies(body, sys_flag)
-        except ValueError as exc:
+        except DecodeError as exc:
             raise RecordDecodeError(str(exc)) from None
     return _Records(head, sys_flag, born, store, body, topic, properties)
 

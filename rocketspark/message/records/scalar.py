@@ -16,6 +16,7 @@ import itertools
 import struct
 import zlib
 
+from rocketspark.errors import DecodeError
 from rocketspark.message import ids, sysflag
 from rocketspark.message.message import MessageExt
 from rocketspark.message.properties import codec as props
@@ -40,7 +41,7 @@ _I32 = struct.Struct(">i")
 _HOST_BITS = sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6
 
 
-class RecordDecodeError(ValueError):
+class RecordDecodeError(DecodeError):
     """The bytes are not a well-formed concatenation of message records."""
 
 
