@@ -142,6 +142,15 @@ class AsyncProducer:
     ) -> None:
         await self.shutdown()
 
+    @property
+    def running(self) -> bool:
+        """Started, not shut down, and its client instance still running."""
+        return (
+            self._lifecycle.state is ServiceState.RUNNING
+            and self.instance is not None
+            and self.instance.state is ServiceState.RUNNING
+        )
+
     def _running(self) -> ClientInstance:
         self._lifecycle.require_running()
         assert self.instance is not None

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from rocketspark.client.config import ClientConfig
 from rocketspark.client.instance import ClientInstance, ConsumerRegistration
+from rocketspark.client.lifecycle import ServiceState
 from rocketspark.client.sync import shared_loop
 from rocketspark.message.filter import build_subscription
 from rocketspark.remoting.body.heartbeat import ConsumerData, ConsumeType, MessageModel
@@ -25,7 +26,9 @@ T = TypeVar("T")
 #: what tells one process client from another: name servers, credentials and TLS settings
 Connection = tuple[str, SessionCredentials | None, bool, str | None]
 
-_instances: ProcessCache[Connection, ClientInstance] = ProcessCache(alive=lambda found: found.state.name == "RUNNING")
+_instances: ProcessCache[Connection, ClientInstance] = ProcessCache(
+    alive=lambda found: found.state is ServiceState.RUNNING
+)
 _lock = threading.Lock()  # the heartbeat registrations below
 #: the longest a single question to the cluster may take before it is an error
 QUERY_TIMEOUT_S = 30.0
@@ -62,7 +65,8 @@ def source_instance(options: SourceOptions) -> ClientInstance:
     return instance(*connection_of(options))
 
 
-_heartbeaten: dict[tuple[object, ...], frozenset[str]] = {}
+#: per connection and group: the client the group was registered with, and the brokers it had told
+_heartbeaten: dict[tuple[object, ...], tuple[ClientInstance, frozenset[str]]] = {}
 
 
 def keep_group_alive(options: SourceOptions, topics: Callable[[], Iterable[str]]) -> None:
@@ -86,12 +90,12 @@ def keep_group_alive(options: SourceOptions, topics: Callable[[], Iterable[str]]
         )
 
     with _lock:
-        told = _heartbeaten.get(key)
-        if told is None:  # first call in this process: register the group once
+        registered, told = _heartbeaten.get(key, (None, frozenset()))
+        if registered is not client:  # first call with this client: register the group once
             client.register_consumer(ConsumerRegistration(group, consumer_data, topics))
             told = frozenset()
         known = frozenset(client.broker_addresses.values())
-        if known <= told:
+        if registered is client and known <= told:
             return
-        _heartbeaten[key] = known
+        _heartbeaten[key] = (client, known)
     run(client.heartbeat())

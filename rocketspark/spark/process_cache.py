@@ -3,7 +3,8 @@
 A worker runs many tasks, one after another or side by side on its threads; they share one object
 per setting (name servers, group, credentials and so on) so that each task does not start a client
 of its own. Each cache makes an object on first use, under its lock (a second task asking meanwhile
-waits for it, rather than starting another), and makes it again when the one it holds stopped.
+waits for it, rather than starting another), and makes it again when the one it holds is no longer
+`alive` (a client stopped, or a puller or producer whose client stopped).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ V = TypeVar("V")
 
 
 class ProcessCache(Generic[K, V]):
-    def __init__(self, alive: Callable[[V], bool] = lambda _: True) -> None:
+    def __init__(self, *, alive: Callable[[V], bool]) -> None:
         self._items: dict[K, V] = {}
         self._lock = threading.Lock()
         self._alive = alive

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
 from rocketspark.client.api.pull import PullStatus
+from rocketspark.client.lifecycle import ServiceState
 from rocketspark.client.puller import QueuePuller
 from rocketspark.errors import DataLossError, RocketMQError
 from rocketspark.message.batches.spark import to_spark_batch
@@ -32,7 +33,9 @@ log = logging.getLogger(__name__)
 DEFAULT_READER_GROUP = "rocketspark_spark_reader"
 RETRY_DELAY_S = 0.5
 
-_pullers: ProcessCache[tuple[object, ...], QueuePuller] = ProcessCache()
+_pullers: ProcessCache[tuple[object, ...], QueuePuller] = ProcessCache(
+    alive=lambda puller: puller.instance.state is ServiceState.RUNNING
+)
 
 
 def puller_for(options: SourceOptions) -> QueuePuller:

@@ -57,7 +57,7 @@ REQUESTS_IN_FLIGHT = 2
 #: (topic, broker name, queue id) -> (messages, first queue offset, last queue offset)
 QueueTally = dict[tuple[str, str, int], tuple[int, int, int]]
 
-_producers: ProcessCache[tuple[object, ...], AsyncProducer] = ProcessCache()
+_producers: ProcessCache[tuple[object, ...], AsyncProducer] = ProcessCache(alive=lambda producer: producer.running)
 
 
 def producer_for(options: SinkOptions) -> AsyncProducer:

@@ -31,7 +31,9 @@ INSTANCE_NAME = "rocketspark-transactions"
 #: records a listener keeps read (a running query's checks are about its last few batches)
 _CACHED_RECORDS = 16
 
-_producers: ProcessCache[tuple[object, ...], AsyncTransactionProducer] = ProcessCache()
+_producers: ProcessCache[tuple[object, ...], AsyncTransactionProducer] = ProcessCache(
+    alive=lambda producer: producer.running
+)
 
 
 class RecordListener:
