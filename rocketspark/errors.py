@@ -41,6 +41,11 @@ class DecodeError(RocketMQError, ValueError):
     malformed batch body): no retry of the same bytes decodes them."""
 
 
+class StoreCorruptionError(RocketMQError):
+    """A broker's files do not hold what its indexes name (a record cut short, overwritten or out of
+    place): a read of it fails with this, where a record gone by retention is a LookupError."""
+
+
 class ValidationError(RocketMQError, ValueError):
     """A name, message or request that RocketMQ's rules refuse; `code` is what a broker answers."""
 

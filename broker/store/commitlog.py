@@ -39,6 +39,7 @@ from broker.store.disk_space import disk_full_error, is_disk_full
 from broker.store.durability import make_directories
 from broker.store.record_positions import GRANULE, SAVE_EVERY_BYTES, RecordPositions, read_headers
 from broker.store.stored import StoredBatch, as_batches, stored_size
+from rocketspark.errors import StoreCorruptionError
 from rocketspark.fileutil import fsync_directory
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ _READ_CHUNK = 1024  # stored batches read (and their message records decoded) to
 #: about 400 bytes measured for a one-message record, so a cache of many small records stays in bounds
 _CACHE_ENTRY_BYTES = 400
 #: Arrow batches from this size are read from a mapping of their segment (smaller ones: pread)
-_MAP_FROM_BYTES = 1024 * 1024
+MAP_FROM_BYTES = 1024 * 1024
 _GRANULES_CACHED = 1024  # granules whose record positions stay parsed in memory (about 10 MiB at most)
 _serials = itertools.count()
 
@@ -109,8 +110,8 @@ class Segment:
         local = position - self.start
         header = record.parse_header(os.pread(self.fd, record.HEADER_SIZE, local))
         if header is None:
-            raise LookupError(f"no stored batch starts at commit log offset {position}")
-        if not header.wire and header.payload_length >= _MAP_FROM_BYTES:
+            raise StoreCorruptionError(f"no stored batch starts at commit log offset {position}")
+        if not header.wire and header.payload_length >= MAP_FROM_BYTES:
             return record.decode_payload(header, self.mapped(position + record.HEADER_SIZE, header.payload_length))
         return record.decode_payload(header, os.pread(self.fd, header.payload_length, local + record.HEADER_SIZE))
 
@@ -125,7 +126,7 @@ class Segment:
         try:
             mapped = mmap.mmap(self.fd, local - base + length, access=mmap.ACCESS_READ, offset=base)
         except ValueError:
-            raise LookupError(f"the commit log ends inside {position}..{position + length}") from None
+            raise StoreCorruptionError(f"the commit log ends inside {position}..{position + length}") from None
         return memoryview(mapped)[local - base :]
 
 

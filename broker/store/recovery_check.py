@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from broker.store.commitlog import CommitLog
 from broker.store.consume_queue import ConsumeQueue
 from broker.store.stored import as_batches
+from rocketspark.errors import StoreCorruptionError
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def logics_agree_with_log(
             continue  # deleted by retention; dropped below
         try:
             batch = as_batches([commit_log.load(position)])[0]
-        except (LookupError, OSError, ValueError):
+        except (StoreCorruptionError, LookupError, OSError, ValueError):
             return False
         row = int(last["row"])
         if (

@@ -26,6 +26,7 @@ import pyarrow as pa
 from broker.store import record
 from broker.store.commitlog import Segment
 from broker.store.stored import Piece, WireRecords
+from rocketspark.errors import StoreCorruptionError
 from rocketspark.message.batches.arrays import binary_from_ranges, offsets_and_buffer
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.records.decoding import read_big_endian, record_bounds_array
@@ -87,14 +88,15 @@ def _read_segment(segment: Segment, rounds: np.ndarray, firsts: np.ndarray, entr
     start = int(rounds[0])
     last = record.parse_header(os.pread(segment.fd, record.HEADER_SIZE, int(rounds[-1]) - segment.start))
     if last is None:
-        raise LookupError(f"no stored batch starts at commit log offset {int(rounds[-1])}")
+        raise StoreCorruptionError(f"no stored batch starts at commit log offset {int(rounds[-1])}")
     data = segment.mapped(start, int(rounds[-1]) - start + last.total_length)
     raw = np.frombuffer(data, dtype=np.uint8)
     at = rounds - start
     magic = _be_i32(raw, at)
     unknown = ~np.isin(magic, (record.MAGIC, record.MAGIC_WIRE))
     if unknown.any():
-        raise LookupError(f"no stored batch starts at commit log offset {int(rounds[np.flatnonzero(unknown)[0]])}")
+        first = int(rounds[np.flatnonzero(unknown)[0]])
+        raise StoreCorruptionError(f"no stored batch starts at commit log offset {first}")
     payload_at = at + record.HEADER_SIZE
     payload_end = payload_at + _be_i32(raw, at + 4)
     counts = np.diff(np.append(firsts, len(entries)))
@@ -138,15 +140,15 @@ def _record_starts(
         if not len(going):
             break
         if (current[going] + MIN_RECORD > ends[going]).any():
-            raise LookupError("a stored round holds fewer records than its consume queue entries name")
+            raise StoreCorruptionError("a stored round holds fewer records than its consume queue entries name")
         totals = _be_i32(raw, current[going])
         if (totals < MIN_RECORD).any():
-            raise LookupError("a stored round holds a record whose TOTALSIZE is too small")
+            raise StoreCorruptionError("a stored round holds a record whose TOTALSIZE is too small")
         current[going] += totals
     on_table = slot[round_of] >= 0
     starts[on_table] = table[slot[round_of[on_table]], rows[on_table]]
     if (starts + MIN_RECORD > payload_end[round_of]).any():
-        raise LookupError("a stored round holds fewer records than its consume queue entries name")
+        raise StoreCorruptionError("a stored round holds fewer records than its consume queue entries name")
     return starts
 
 
@@ -172,7 +174,7 @@ def _items(
             taken = starts[low:high]
             ends = taken + _be_i32(raw, taken)
             if (ends > payload_end[round_of[low:high]]).any():
-                raise LookupError("a stored record overruns its round")
+                raise StoreCorruptionError("a stored record overruns its round")
             bounds, records = offsets_and_buffer(binary_from_ranges(buffer, taken, ends, pa.binary()))
             pieces.append(Piece(WireRecords(records.to_pybytes(), bounds), np.arange(high - low)))
         else:

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from broker.store.commitlog import segment_name
+from broker.store.commitlog import MAP_FROM_BYTES, segment_name
 from broker.store.config import FlushDiskType
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
@@ -103,6 +103,39 @@ async def test_arrow_batches_are_stored_per_batch(open_store: StoreFactory) -> N
     assert table.column("body").to_pylist() == bodies
     assert table.column("tags").to_pylist()[:2] == ["T0", "T1"]
     assert store.appender.rounds == 1
+
+
+def mapped_from(batch: pa.RecordBatch, path: Path) -> bool:
+    """Whether the batch's bodies lie in a mapping of the file at `path` (this process's maps)."""
+    address = batch.column("body").buffers()[2].address
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        span, *_, name = line.split(maxsplit=5)
+        low, high = (int(part, 16) for part in span.split("-"))
+        if name == str(path) and low <= address < high:
+            return True
+    return False
+
+
+async def test_large_arrow_batches_read_from_disk_are_mapped_and_whole(open_store: StoreFactory) -> None:
+    """Arrow batches of MAP_FROM_BYTES or more are read from a mapping of their segment, smaller
+    ones with a pread: both read back as stored, with and without the batch cache."""
+    store = await open_store(batch_cache_bytes=1)  # every read goes to disk
+    big = [os.urandom(200) + f"big-{i}".encode() for i in range(MAP_FROM_BYTES // 200 + 10)]
+    small = [f"small-{i}".encode() for i in range(100)]
+    for bodies in (big, small, big):
+        await store.put_arrow(
+            "M", 0, producer_batch(pa.table({"body": bodies})), born_timestamp=1, born_host="10.0.0.1:1"
+        )
+    entries = await store._entries(store.queues[("M", 0)], 0, 3 * len(big))
+    positions = sorted(set(entries["batch_pos"].tolist()))
+    read = [store.commit_log.segment_holding(p).read(p) for p in positions]
+    assert [mapped_from(batch, store.commit_log.segment_holding(positions[0]).path) for batch in read] == [
+        True,
+        False,
+        True,
+    ]
+    assert [b.num_rows for b in read] == [len(big), len(small), len(big)]
+    assert (await read_all(store, "M", 0)).column("body").to_pylist() == big + small + big
 
 
 async def test_restart_keeps_offsets_and_continues(open_store: StoreFactory) -> None:

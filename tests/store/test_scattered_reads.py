@@ -18,6 +18,7 @@ import pytest
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
 from broker.store.scattered import SCATTERED_ROUNDS, many_rounds_to_read, read_scattered
+from rocketspark.errors import StoreCorruptionError
 from rocketspark.message.batches.producer import producer_batch
 from rocketspark.message.records.decoding import decode_records
 from tests.store.conftest import STORE_HOST, StoreFactory, message
@@ -131,5 +132,5 @@ async def test_an_entry_naming_a_record_its_round_lacks_fails_the_read(open_stor
     await send_waves(store, 40, {0: 2, 1: 1})
     tail = store.queues[("T", 0)]._tail.view()
     tail["row"][len(tail) // 2] = 3  # its round holds three records: rows 0 to 2
-    with pytest.raises(LookupError, match="fewer records"):
+    with pytest.raises(StoreCorruptionError, match="fewer records"):
         await store.get_messages("T", 0, 0, max_messages=ALL, max_bytes=BIG)
