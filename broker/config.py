@@ -9,6 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocketspark.errors import ConfigError
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, check_frame_max_length
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S
 from rocketspark.remoting.schema import wire
@@ -87,11 +88,11 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
-            raise ValueError(f"listenPort must be within 0..65535, got {self.listen_port}")
+            raise ConfigError(f"listenPort must be within 0..65535, got {self.listen_port}")
         if self.broker_role is BrokerRole.SLAVE or self.broker_id != 0:
-            raise ValueError("this broker runs as a master only (brokerId=0, brokerRole ASYNC_MASTER or SYNC_MASTER)")
+            raise ConfigError("this broker runs as a master only (brokerId=0, brokerRole ASYNC_MASTER or SYNC_MASTER)")
         if not self.broker_name or not self.broker_cluster_name:
-            raise ValueError("brokerName and brokerClusterName must not be empty")
+            raise ConfigError("brokerName and brokerClusterName must not be empty")
         require_positive(
             self,
             "register_name_server_period",

@@ -41,10 +41,6 @@ class ConsumerOffsetManager:
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         return self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}).get(queue_id)
 
-    def groups_of_topic(self, topic: str) -> list[str]:
-        prefix = topic + TOPIC_GROUP_SEPARATOR
-        return sorted(key[len(prefix) :] for key in self.table if key.startswith(prefix))
-
     def topics_of_group(self, group: str) -> list[str]:
         suffix = TOPIC_GROUP_SEPARATOR + group
         return sorted(key[: -len(suffix)] for key in self.table if key.endswith(suffix))

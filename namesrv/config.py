@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocketspark.errors import ConfigError
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, check_frame_max_length
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S
 from rocketspark.remoting.tls import ServerTls, server_tls
@@ -36,7 +37,7 @@ class NamesrvConfig:
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be within 0..65535, got {self.port}")
+            raise ConfigError(f"port must be within 0..65535, got {self.port}")
         require_positive(self, "scan_not_active_broker_interval_ms", "broker_channel_expired_ms")
         check_frame_max_length(self.frame_max_length, "--frame-max-length")
         self.server_tls().check_frame_length(self.frame_max_length)

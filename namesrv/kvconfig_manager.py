@@ -6,6 +6,7 @@ import logging
 
 import orjson
 
+from rocketspark.errors import ConfigError
 from rocketspark.fileutil import AtomicFileWriter
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ class KVConfigManager:
         try:
             content = orjson.loads(self.path.read_bytes())
         except orjson.JSONDecodeError as exc:
-            raise ValueError(f"KV config file {self.path} is not valid JSON: {exc}") from None
+            raise ConfigError(f"KV config file {self.path} is not valid JSON: {exc}") from None
         table = content.get("configTable") or {}
         self._table = {str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items()}
         log.info("loaded %d KV config namespaces from %s", len(self._table), self.path)

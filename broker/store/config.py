@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocketspark.errors import ConfigError
 from rocketspark.settings import require_positive
 
 
@@ -83,9 +84,10 @@ class StoreConfig:
         )
         for name in ("disk_max_used_space_ratio", "disk_space_warning_level_ratio"):
             if not 0 < getattr(self, name) <= 100:
-                raise ValueError(f"{name} is a percentage of the disk, 1..100, got {getattr(self, name)}")
+                raise ConfigError(f"{name} is a percentage of the disk, 1..100, got {getattr(self, name)}")
         if self.duplicate_window_seconds < 0:
-            raise ValueError(f"duplicateWindowSeconds must be 0 (off) or positive, got {self.duplicate_window_seconds}")
+            window = self.duplicate_window_seconds
+            raise ConfigError(f"duplicateWindowSeconds must be 0 (off) or positive, got {window}")
         self.delete_hours()  # validates
         self.delay_levels_ms()  # validates
 
@@ -96,7 +98,7 @@ class StoreConfig:
         hours = set()
         for part in self.delete_when.split(";"):
             if not part.strip().isdigit() or not 0 <= int(part) <= 23:
-                raise ValueError(f"deleteWhen must be hours 00..23 separated by ';' or '*', got {self.delete_when!r}")
+                raise ConfigError(f"deleteWhen must be hours 00..23 separated by ';' or '*', got {self.delete_when!r}")
             hours.add(int(part))
         return frozenset(hours)
 
@@ -106,13 +108,13 @@ class StoreConfig:
         for part in self.message_delay_level.split():
             number, unit = part[:-1], part[-1:]
             if unit not in _DELAY_UNITS_MS or not number.isdigit() or int(number) == 0:
-                raise ValueError(
+                raise ConfigError(
                     f"messageDelayLevel must be positive durations such as 1s 5m 2h 1d, separated by spaces; got "
                     f"{part!r}"
                 )
             delays.append(int(number) * _DELAY_UNITS_MS[unit])
         if not delays:
-            raise ValueError("messageDelayLevel must name at least one delay")
+            raise ConfigError("messageDelayLevel must name at least one delay")
         return tuple(delays)
 
     @property

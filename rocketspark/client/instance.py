@@ -108,7 +108,6 @@ class ClientInstance:
         self._transaction_checkers: dict[str, TransactionChecker] = {}
         self._unanswered_checks: set[tuple[str, str]] = set()  # (broker, group) asked about with nobody to answer
         self._routed_since_refresh: set[str] = set()  # topics asked for outside producers and consumers
-        self._route_listeners: list[Callable[[str, TopicRouteData], None]] = []
         self._lifecycle = Lifecycle(f"client instance {self.client_id}")
         self._failing_brokers: set[str] = set()
         self._route_refresh = PeriodicService(
@@ -219,13 +218,6 @@ class ClientInstance:
             except RocketMQError as exc:
                 log.debug("unregistering %s %s from %s failed: %s", role, group, address, exc)
 
-    def add_route_listener(self, listener: Callable[[str, TopicRouteData], None]) -> None:
-        self._route_listeners.append(listener)
-
-    def remove_route_listener(self, listener: Callable[[str, TopicRouteData], None]) -> None:
-        if listener in self._route_listeners:
-            self._route_listeners.remove(listener)
-
     def set_transaction_checker(self, group: str, checker: TransactionChecker) -> None:
         """Hand the brokers' CHECK_TRANSACTION_STATE for producer `group` (registered) to `checker`."""
         self._transaction_checkers[group] = checker
@@ -278,8 +270,6 @@ class ClientInstance:
         if self.routes.get(topic) != route:
             self.routes[topic] = route
             self.broker_addresses.update(master_addresses(route))
-            for listener in list(self._route_listeners):
-                listener(topic, route)
         return route
 
     async def route(self, topic: str, *, refresh: bool = False) -> TopicRouteData:

@@ -171,11 +171,6 @@ class RemotingClient:
         if self.rpc_hook is not None:
             self.rpc_hook.before_request(address, request)
 
-    def close_connection(self, address: str) -> None:
-        connection = self._connections.pop(address, None)
-        if connection is not None:
-            connection.close("closed by client")
-
     async def close(self) -> None:
         self._closed = True
         for task in list(self._connecting.values()):

@@ -18,13 +18,6 @@ from rocketspark.remoting.errors import HeaderFieldError
 from rocketspark.remoting.schema import WireField, parse_text, wire_fields
 
 
-def format_value(value: Any) -> str:
-    """A header value as Java's `toString()` writes it."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def _encoder(cls: type) -> Callable[[Any], dict[str, str]]:
     lines = ["def to_ext_fields(self):", "    ext = {}"]
     for f in wire_fields(cls):
