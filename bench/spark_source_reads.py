@@ -1,7 +1,7 @@
 """Two batch reads of `bench spark-source` (issue 26), each against the same read without the option:
 
 - "minPartitions": one queue of the topic (fewer queues than the session's 2 cores) read whole, in
-  one Spark partition, then with `minPartitions=2` (two pieces read side by side);
+  one Spark partition, then with `minPartitions=2` (two parts read side by side);
 - "pushdown": the last 1% of the topic by time (`storeTimestamp >=` the store time of the message
   at 99% of queue 0) with `spark.sql.python.filterPushdown.enabled` on, then off (Spark filtering a
   full read); the messages the broker sent for each (its pull counters) show the saving.

@@ -168,7 +168,7 @@ def _data_loss(message: str, fail: bool, going_on: str) -> None:
 
 @dataclass(frozen=True)
 class RocketMQPartition(InputPartition):
-    """What one Spark task reads: ranges of a contiguous block of the sorted queues, or one piece
+    """What one Spark task reads: ranges of a contiguous block of the sorted queues, or one part
     of one queue's range (read in offset order either way)."""
 
     index: int
@@ -194,7 +194,7 @@ def plan_partitions(
 ) -> list[RocketMQPartition]:
     """The Spark partitions of a read from `start` to `end`, a pure function of the two and `rules`.
 
-    With minPartitions or maxRecordsPerPartition, every partition reads one piece of one queue's
+    With minPartitions or maxRecordsPerPartition, every partition reads one part of one queue's
     range (`rocketspark.spark.splitting`). Otherwise whole queues are grouped: the sorted queues go
     to partitions as AllocateMessageQueueAveragely allocates queues to consumers (partition i of n
     reads what consumer i of n would get; n is numPartitions, at most the queue count), so a
@@ -205,8 +205,8 @@ def plan_partitions(
         return []
     if rules.splits:
         whole = (QueueRange(q.topic, q.broker_name, q.queue_id, start.get(q, end[q]), end[q]) for q in queues)
-        pieces = split_ranges(whole, min_partitions=rules.min_partitions, max_records=rules.max_records)
-        return [RocketMQPartition(index, (piece,)) for index, piece in enumerate(pieces)]
+        parts = split_ranges(whole, min_partitions=rules.min_partitions, max_records=rules.max_records)
+        return [RocketMQPartition(index, (part,)) for index, part in enumerate(parts)]
     count = min(rules.num_partitions or len(queues), len(queues))
     partitions = []
     for index in range(count):

@@ -3,7 +3,7 @@
 (`KafkaOffsetRangeCalculator`).
 
 A pure function of the ranges and the two numbers: the same batch is always split the same way, so
-a replayed micro-batch reads the same messages in the same partitions. Pieces of one queue share
+a replayed micro-batch reads the same messages in the same partitions. Parts of one queue share
 nothing while they are read: each is an offset range of its own (`QueueRange`), pulled from its
 start, and cut at its end, like any range.
 """
@@ -35,25 +35,25 @@ class QueueRange:
 def split_ranges(
     ranges: Iterable[QueueRange], *, min_partitions: int | None = None, max_records: int | None = None
 ) -> list[QueueRange]:
-    """The non-empty `ranges`, split so that no piece spans more than `max_records` offsets and
-    there are at least `min_partitions` pieces (unless the ranges span fewer offsets than that).
+    """The non-empty `ranges`, split so that no part spans more than `max_records` offsets and
+    there are at least `min_partitions` parts (unless the ranges span fewer offsets than that).
 
-    `max_records` first cuts each longer range into the fewest pieces of near-equal size. Then, when
-    there are fewer pieces than `min_partitions`, Kafka's rule: a piece whose share of all offsets
+    `max_records` first cuts each longer range into the fewest parts of near-equal size. Then, when
+    there are fewer parts than `min_partitions`, Kafka's rule: a part whose share of all offsets
     is worth at most one partition (its size / total * minPartitions rounds to 1 or less) stays
     whole, the others share the remaining partitions in proportion to their size. Kafka's rounding
-    can leave fewer pieces than asked for (three equal ranges and minPartitions=4 stay three); here
-    the largest piece is then halved until there are enough, so the count is a lower bound.
-    Pieces come back in queue and offset order."""
-    pieces = [r for r in ranges if r.end > r.start]
+    can leave fewer parts than asked for (three equal ranges and minPartitions=4 stay three); here
+    the largest part is then halved until there are enough, so the count is a lower bound.
+    Parts come back in queue and offset order."""
+    parts = [r for r in ranges if r.end > r.start]
     if max_records is not None:
-        pieces = [p for r in pieces for p in _cut(r, math.ceil(_size(r) / max_records))]
-    if min_partitions is not None and len(pieces) < min_partitions:
-        pieces = _proportional(pieces, min_partitions)
-        while len(pieces) < min_partitions and any(_size(p) > 1 for p in pieces):
-            at = max(range(len(pieces)), key=lambda i: (_size(pieces[i]), -i))
-            pieces[at : at + 1] = _cut(pieces[at], 2)
-    return sorted(pieces, key=lambda p: (p.queue, p.start))
+        parts = [p for r in parts for p in _cut(r, math.ceil(_size(r) / max_records))]
+    if min_partitions is not None and len(parts) < min_partitions:
+        parts = _proportional(parts, min_partitions)
+        while len(parts) < min_partitions and any(_size(p) > 1 for p in parts):
+            at = max(range(len(parts)), key=lambda i: (_size(parts[i]), -i))
+            parts[at : at + 1] = _cut(parts[at], 2)
+    return sorted(parts, key=lambda p: (p.queue, p.start))
 
 
 def _size(queue_range: QueueRange) -> int:
@@ -68,27 +68,27 @@ def _parts(size: int, total: int, partitions: int) -> int:
     return max(_round_half_up(size / total * partitions), 1)
 
 
-def _proportional(pieces: list[QueueRange], min_partitions: int) -> list[QueueRange]:
-    total = sum(map(_size, pieces))
-    whole = [p for p in pieces if _parts(_size(p), total, min_partitions) == 1]
+def _proportional(parts: list[QueueRange], min_partitions: int) -> list[QueueRange]:
+    total = sum(map(_size, parts))
+    whole = [p for p in parts if _parts(_size(p), total, min_partitions) == 1]
     split_total = total - sum(map(_size, whole))
     split_partitions = max(min_partitions - len(whole), 1)
     result = []
-    for piece in pieces:
-        parts = 1 if piece in whole else _parts(_size(piece), split_total, split_partitions)
-        result.extend(_cut(piece, parts))
+    for part in parts:
+        parts = 1 if part in whole else _parts(_size(part), split_total, split_partitions)
+        result.extend(_cut(part, parts))
     return result
 
 
 def _cut(queue_range: QueueRange, parts: int) -> list[QueueRange]:
-    """`queue_range` in `parts` consecutive pieces whose sizes differ by at most one (the later
-    pieces take the remainder); never an empty piece."""
+    """`queue_range` in `parts` consecutive parts whose sizes differ by at most one (the later
+    parts take the remainder); never an empty part."""
     parts = max(1, min(parts, _size(queue_range)))
-    pieces = []
+    parts = []
     start, remaining = queue_range.start, _size(queue_range)
     for index in range(parts):
         size = remaining // (parts - index)
-        pieces.append(replace(queue_range, start=start, end=start + size))
+        parts.append(replace(queue_range, start=start, end=start + size))
         start += size
         remaining -= size
-    return pieces
+    return parts
