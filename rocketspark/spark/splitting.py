@@ -45,15 +45,15 @@ def split_ranges(
     can leave fewer parts than asked for (three equal ranges and minPartitions=4 stay three); here
     the largest part is then halved until there are enough, so the count is a lower bound.
     Parts come back in queue and offset order."""
-    parts = [r for r in ranges if r.end > r.start]
+    splits = [r for r in ranges if r.end > r.start]
     if max_records is not None:
-        parts = [p for r in parts for p in _cut(r, math.ceil(_size(r) / max_records))]
-    if min_partitions is not None and len(parts) < min_partitions:
-        parts = _proportional(parts, min_partitions)
-        while len(parts) < min_partitions and any(_size(p) > 1 for p in parts):
-            at = max(range(len(parts)), key=lambda i: (_size(parts[i]), -i))
-            parts[at : at + 1] = _cut(parts[at], 2)
-    return sorted(parts, key=lambda p: (p.queue, p.start))
+        splits = [p for r in splits for p in _cut(r, math.ceil(_size(r) / max_records))]
+    if min_partitions is not None and len(splits) < min_partitions:
+        splits = _proportional(splits, min_partitions)
+        while len(splits) < min_partitions and any(_size(p) > 1 for p in splits):
+            at = max(range(len(splits)), key=lambda i: (_size(splits[i]), -i))
+            splits[at : at + 1] = _cut(splits[at], 2)
+    return sorted(splits, key=lambda p: (p.queue, p.start))
 
 
 def _size(queue_range: QueueRange) -> int:
@@ -68,15 +68,15 @@ def _parts(size: int, total: int, partitions: int) -> int:
     return max(_round_half_up(size / total * partitions), 1)
 
 
-def _proportional(parts: list[QueueRange], min_partitions: int) -> list[QueueRange]:
-    total = sum(map(_size, parts))
-    whole = [p for p in parts if _parts(_size(p), total, min_partitions) == 1]
+def _proportional(splits: list[QueueRange], min_partitions: int) -> list[QueueRange]:
+    total = sum(map(_size, splits))
+    whole = [p for p in splits if _parts(_size(p), total, min_partitions) == 1]
     split_total = total - sum(map(_size, whole))
     split_partitions = max(min_partitions - len(whole), 1)
     result = []
-    for part in parts:
-        parts = 1 if part in whole else _parts(_size(part), split_total, split_partitions)
-        result.extend(_cut(part, parts))
+    for split in splits:
+        parts = 1 if split in whole else _parts(_size(split), split_total, split_partitions)
+        result.extend(_cut(split, parts))
     return result
 
 
@@ -84,11 +84,11 @@ def _cut(queue_range: QueueRange, parts: int) -> list[QueueRange]:
     """`queue_range` in `parts` consecutive parts whose sizes differ by at most one (the later
     parts take the remainder); never an empty part."""
     parts = max(1, min(parts, _size(queue_range)))
-    parts = []
+    splits = []
     start, remaining = queue_range.start, _size(queue_range)
     for index in range(parts):
         size = remaining // (parts - index)
-        parts.append(replace(queue_range, start=start, end=start + size))
+        splits.append(replace(queue_range, start=start, end=start + size))
         start += size
         remaining -= size
-    return parts
+    return splits
