@@ -297,7 +297,7 @@ class FrameDecoder:
             self._buffer = buffer[body_end:]  # what follows the frame: at most what one read brought
             del buffer[body_end:]
             del buffer[:body_start]  # in place: a bytearray cut at its front only moves its start
-            cmd.body = cast(bytes, buffer)
+            cmd.body = cast(bytes, buffer)  # a bytearray: see RemotingCommand.body
             yield cmd
             yield from self.feed(b"")
 

@@ -40,6 +40,10 @@ class RemotingCommand:
     flag: int = 0
     remark: str | None = None
     ext_fields: dict[str, str] = field(default_factory=dict)
+    #: typed bytes; a response body of FrameDecoder.OWN_BUFFER_BODY_BYTES or more (a large pull's
+    #: answer) is the decoder's buffer cut in place, a bytearray, which every reader of bodies takes
+    #: as it takes bytes (orjson, zlib, struct, numpy, pyarrow): not hashable, and not `bytes` to
+    #: isinstance
     body: bytes = b""
     #: a body written from memory the command does not own (a pull answer's Arrow stream) in place
     #: of `body`, so that it is not copied into bytes first; commands read from the wire have none
