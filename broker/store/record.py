@@ -16,11 +16,16 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 
 from broker.store.stored import StoredBatch, WireRecords
 from rocketspark.message.batches.schema import STORED_SCHEMA
+from rocketspark.message.records.decoding import read_big_endian
+
+BE_U32 = np.dtype(">u4")
 
 MAGIC = 0x52534231  # "RSB1": an Arrow record batch
 MAGIC_WIRE = 0x52535731  # "RSW1": message records
@@ -68,6 +73,24 @@ def parse_header(data: bytes | memoryview) -> RecordHeader | None:
     return RecordHeader(length, crc, rows, wire=magic == MAGIC_WIRE)
 
 
+class Headers(NamedTuple):
+    """The headers of many records at once (:func:`parse_headers`)."""
+
+    valid: np.ndarray  # bool: a record header is there
+    wire: np.ndarray  # bool: message records, else an Arrow batch
+    payload_length: np.ndarray  # int64
+
+
+def parse_headers(raw: np.ndarray, at: np.ndarray) -> Headers:
+    """:func:`parse_header` of the records at each position `at` of `raw` (uint8), with numpy; the
+    caller checks that each header lies inside `raw`."""
+    magic, length, _, rows = (read_big_endian(raw, at + 4 * field, BE_U32) for field in range(4))
+    arrow = magic == MAGIC
+    wire = magic == MAGIC_WIRE
+    valid = (arrow | wire) & (rows > 0) & (length >= rows) & ~(arrow & (length % _ALIGN != 0))
+    return Headers(valid, wire, length)
+
+
 def checksum_matches(header: RecordHeader, payload: bytes | memoryview) -> bool:
     return len(payload) == header.payload_length and zlib.crc32(payload) == header.crc
 
@@ -76,4 +99,9 @@ def decode_payload(header: RecordHeader, payload: bytes | memoryview) -> StoredB
     """The stored batch of a payload: Arrow batches use its memory; message records are kept as bytes."""
     if header.wire:
         return WireRecords.parse(bytes(payload))
-    return pa.ipc.read_record_batch(pa.py_buffer(payload), STORED_SCHEMA)
+    return arrow_payload(pa.py_buffer(payload))
+
+
+def arrow_payload(payload: pa.Buffer) -> pa.RecordBatch:
+    """The Arrow batch of an `RSB1` payload, using its memory."""
+    return pa.ipc.read_record_batch(payload, STORED_SCHEMA)

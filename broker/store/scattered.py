@@ -16,7 +16,6 @@ live consumers read; a pull whose rounds are mostly cached takes them from the c
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Callable
 
@@ -25,10 +24,9 @@ import pyarrow as pa
 
 from broker.store import record
 from broker.store.commitlog import Segment
-from broker.store.stored import Piece, WireRecords
+from broker.store.stored import Piece, WireRecords, runs
 from rocketspark.errors import StoreCorruptionError
 from rocketspark.message.batches.arrays import binary_from_ranges, offsets_and_buffer
-from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.records.decoding import read_big_endian, record_bounds_array
 from rocketspark.message.records.layout import BE_I32, MIN_RECORD
 
@@ -58,9 +56,8 @@ def read_scattered(reads: list[tuple[Segment, np.ndarray]]) -> list[Piece]:
         firsts = np.flatnonzero(np.diff(positions, prepend=-1))  # each round's first entry
         pieces += _read_segment(segment, positions[firsts], firsts, entries)
     merged: list[Piece] = []
-    for wire, group in itertools.groupby(pieces, key=lambda piece: isinstance(piece.stored, WireRecords)):
-        taken = list(group)
-        merged += [_joined(taken)] if wire else taken
+    for run in runs(pieces):
+        merged += [_joined(run)] if isinstance(run[0].stored, WireRecords) else run
     return merged
 
 
@@ -92,17 +89,16 @@ def _read_segment(segment: Segment, rounds: np.ndarray, firsts: np.ndarray, entr
     data = segment.mapped(start, int(rounds[-1]) - start + last.total_length)
     raw = np.frombuffer(data, dtype=np.uint8)
     at = rounds - start
-    magic = _be_i32(raw, at)
-    unknown = ~np.isin(magic, (record.MAGIC, record.MAGIC_WIRE))
-    if unknown.any():
-        first = int(rounds[np.flatnonzero(unknown)[0]])
+    headers = record.parse_headers(raw, at)
+    if not headers.valid.all():
+        first = int(rounds[np.flatnonzero(~headers.valid)[0]])
         raise StoreCorruptionError(f"no stored batch starts at commit log offset {first}")
     payload_at = at + record.HEADER_SIZE
-    payload_end = payload_at + _be_i32(raw, at + 4)
+    payload_end = payload_at + headers.payload_length
     counts = np.diff(np.append(firsts, len(entries)))
     round_of = np.repeat(np.arange(len(rounds)), counts)
     rows = entries["row"].astype(np.int64)
-    wire = magic == record.MAGIC_WIRE
+    wire = headers.wire
     starts = np.zeros(len(entries), dtype=np.int64)
     if wire.any():
         wanted = np.flatnonzero(wire[round_of])
@@ -180,6 +176,5 @@ def _items(
         else:
             index = int(round_of[low])
             at, end = int(payload_at[index]), int(payload_end[index])
-            batch = pa.ipc.read_record_batch(buffer.slice(at, end - at), STORED_SCHEMA)
-            pieces.append(Piece(batch, rows[low:high]))
+            pieces.append(Piece(record.arrow_payload(buffer.slice(at, end - at)), rows[low:high]))
     return pieces

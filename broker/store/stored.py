@@ -79,7 +79,7 @@ class Piece:
         return self.stored.take(pa.array(self.rows))
 
 
-def _runs(pieces: Sequence[Piece]) -> list[list[Piece]]:
+def runs(pieces: Sequence[Piece]) -> list[list[Piece]]:
     """The pieces cut into runs of consecutive pieces of one kind (wire records or Arrow)."""
     runs: list[list[Piece]] = []
     for piece in pieces:
@@ -133,7 +133,7 @@ def _arrow_batch(run: Sequence[Piece]) -> pa.RecordBatch:
 def standard_records(pieces: Sequence[Piece], store_host: str) -> bytes:
     """The pieces' messages as a standard pull's body."""
     parts = []
-    for run in _runs(pieces):
+    for run in runs(pieces):
         if isinstance(run[0].stored, WireRecords):
             parts.append(_wire_bytes(run))
         else:
@@ -144,7 +144,7 @@ def standard_records(pieces: Sequence[Piece], store_host: str) -> bytes:
 def arrow_batches(pieces: Sequence[Piece]) -> list[pa.RecordBatch]:
     """The pieces' messages as STORED_SCHEMA batches, wire records decoded a run at a time."""
     batches = []
-    for run in _runs(pieces):
+    for run in runs(pieces):
         if isinstance(run[0].stored, WireRecords):
             batches.append(_decode_wire(run))
         else:
@@ -159,7 +159,7 @@ def whole(stored: StoredBatch) -> Piece:
 def as_batches(stored: Sequence[StoredBatch]) -> list[pa.RecordBatch]:
     """One STORED_SCHEMA batch per stored batch, with runs of wire records decoded together."""
     result: list[pa.RecordBatch] = []
-    for run in _runs([whole(s) for s in stored]):
+    for run in runs([whole(s) for s in stored]):
         if isinstance(run[0].stored, WireRecords):
             decoded = _decode_wire(run)
             at = 0
