@@ -15,6 +15,7 @@ import itertools
 import pyarrow as pa
 import pytest
 
+from broker.store import scattered
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
 from broker.store.scattered import SCATTERED_ROUNDS, many_rounds_to_read, read_scattered
@@ -113,6 +114,25 @@ async def test_reads_across_segments(open_store: StoreFactory) -> None:
     reads = [(segment, entries[at]) for segment, at in store.commit_log.segment_runs(entries["batch_pos"])]
     pieces = read_scattered(reads)
     assert len(reads) > 3 and len(pieces) == 1  # the records of every segment in one piece
+
+
+async def test_a_span_larger_than_one_mapping_is_read_a_step_at_a_time(
+    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rounds spanning more than MAPPED_SPAN_BYTES are read in steps of that much, the same rows."""
+    store = await open_store(batch_cache_bytes=1)
+    await send_waves(store, 40, {0: 2, 1: 1, 2: 3})
+    steps: list[int] = []
+    read_segment = scattered._read_segment
+
+    def counted(segment, rounds, firsts, entries):  # type: ignore[no-untyped-def]
+        steps.append(len(rounds))
+        return read_segment(segment, rounds, firsts, entries)
+
+    monkeypatch.setattr(scattered, "MAPPED_SPAN_BYTES", 2048)
+    monkeypatch.setattr(scattered, "_read_segment", counted)
+    await assert_whole_reads_match(store, [0, 1, 2])
+    assert len(steps) > 10 and max(steps) < 40
 
 
 async def test_rounds_in_the_batch_cache_are_taken_from_it(open_store: StoreFactory) -> None:
