@@ -32,6 +32,7 @@ from rocketspark.remoting.body.route import ClusterInfo
 from rocketspark.remoting.body.topic import TopicList
 from rocketspark.remoting.codes import RequestCode, ResponseCode, code_name
 from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.errors import RemotingTimeoutError
 from rocketspark.remoting.extension import ExtensionCode
 from rocketspark.remoting.headers.queue_bytes import QueueBodyBytesRequestHeader, QueueBodyBytesResponseHeader
 from rocketspark.spark import cluster
@@ -56,8 +57,11 @@ class QueueView:
     (seconds per question when a broker hangs), and the step's answer would be the same.
     """
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, *, deadline: float | None = None) -> None:
         self.options = options
+        #: time.monotonic() by which every question to a broker must be answered or given up on (a
+        #: wait bounded by pullTimeoutMs); None: each question has its own RETRY_WINDOW_S
+        self.deadline = deadline
         self.client = cluster.source_instance(options)
         self.unreachable: dict[MessageQueue, str] = {}
         self._silent: dict[str, str] = {}  # broker name: why it did not answer
@@ -116,12 +120,18 @@ class QueueView:
         """`ask(address)` of the queue's broker, retried with backoff while the failure can pass.
 
         A refused connection is tried again after each pause; a broker that does not answer at all
-        (each attempt waits for the request timeout) gets fewer attempts within the window."""
+        (each attempt waits for the request timeout) gets fewer attempts within the window. With a
+        view's `deadline`, no attempt runs past it."""
         attempt = 0
         give_up = time.monotonic() + RETRY_WINDOW_S
+        if self.deadline is not None:
+            give_up = min(give_up, self.deadline)
         while True:
             try:
-                return await ask(await self.client.broker_address(queue.broker_name, queue.topic))
+                address = await self.client.broker_address(queue.broker_name, queue.topic)
+                if self.deadline is None:
+                    return await ask(address)
+                return await self._before_deadline(ask(address), queue)
             except RocketMQError as exc:
                 if not exc.retriable or attempt == len(RETRY_BACKOFF_S) or time.monotonic() >= give_up:
                     raise
@@ -133,6 +143,13 @@ class QueueView:
                 await self.client.fetch_route(queue.topic)  # the broker may be back on another address
             except RocketMQError as exc:
                 log.info("refreshing the route of %s failed: %s", queue.topic, exc)
+
+    async def _before_deadline(self, question: Awaitable[T], queue: MessageQueue) -> T:
+        assert self.deadline is not None
+        try:
+            return await asyncio.wait_for(question, max(0.0, self.deadline - time.monotonic()))
+        except TimeoutError:
+            raise RemotingTimeoutError(f"broker {queue.broker_name} did not answer for {queue} in time") from None
 
     def _gather(
         self, queues: Iterable[MessageQueue], ask: Callable[[str, MessageQueue], Awaitable[T]]

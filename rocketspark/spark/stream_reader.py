@@ -132,6 +132,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         Trigger.AvailableNow run that has nothing else left waits for them (`_wait_for_brokers`)."""
         self._started()
         begin = offset_dicts.from_dict(start)
+        planning_since = time.monotonic()
         view = QueueView(self.options)
         observed = self._observe(view, begin)
         moved_back = set(observed.moved_back)  # their offsets in `begin` are of queues gone
@@ -140,7 +141,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ends = self._plan(view, observed, limit)
         if self._target is not None and ends == begin:  # an AvailableNow run would end with this answer
             if observed.waiting:
-                view, observed = self._wait_for_brokers(begin, observed)
+                view, observed = self._wait_for_brokers(begin, observed, planning_since)
                 ends = self._plan(view, observed, limit)
             if ends == begin:
                 self._mirror_until_taken(processed)
@@ -205,10 +206,13 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         live_before = view.live_brokers()  # before the routes: a broker registering meanwhile is not "live"
         return observe(view, begin, self._queues(view, must_exist=False), live_before=live_before)
 
-    def _wait_for_brokers(self, begin: dict[MessageQueue, int], observed: Observed) -> tuple[QueueView, Observed]:
+    def _wait_for_brokers(
+        self, begin: dict[MessageQueue, int], observed: Observed, since: float
+    ) -> tuple[QueueView, Observed]:
         """Trigger.AvailableNow must not end as if complete with a broker's messages unread: wait for
-        the brokers of the waiting queues for up to pullTimeoutMs, then fail naming them."""
-        deadline = time.monotonic() + self.options.pull_timeout_ms / 1000
+        the brokers of the waiting queues for up to pullTimeoutMs (from the start of the planning
+        step that found them waiting), then fail naming them. No question to a broker runs past it."""
+        deadline = since + self.options.pull_timeout_ms / 1000
         while True:
             brokers = sorted({q.broker_name for q in observed.waiting})
             if time.monotonic() >= deadline:
@@ -220,9 +224,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
             log.warning("waiting for broker(s) %s before the AvailableNow run can go on", ", ".join(brokers))
             time.sleep(WAIT_STEP_S)
-            view = QueueView(self.options)
+            view = QueueView(self.options, deadline=deadline)
             observed = self._observe(view, begin)
             if not observed.waiting:
+                view.deadline = None  # the batch is planned with this view: its questions take their time
                 return view, observed
 
     def _mirror(self, view: QueueView, offsets: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
@@ -238,7 +243,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _mirror_until_taken(self, offsets: dict[MessageQueue, int]) -> None:
         """The last mirror of an AvailableNow run (no later batch would retry it)."""
         deadline = time.monotonic() + self.options.pull_timeout_ms / 1000
-        while left := self._mirror(QueueView(self.options), offsets):
+        while left := self._mirror(QueueView(self.options, deadline=deadline), offsets):
             if time.monotonic() >= deadline:
                 log.error(
                     "the group %s's offsets of %s could not be updated for %d ms (pullTimeoutMs); RocketMQ's tools "

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from rocketspark.spark.options import parse
+from rocketspark.spark.queue_view import RETRY_WINDOW_S, QueueView
 from tests.spark.cluster import Brokers, ends_of
 from tests.spark.queries import start_stream, stored_rows, stream, wait_for
 
@@ -82,3 +84,20 @@ def test_available_now_waits_for_a_routed_broker_then_fails_naming_it(
     assert waiting.exception() is None
     assert msg_ids(spark, output) == sorted(r[4] for r in sent)
     assert cluster.group_offsets("now_waits_group", "NowWaits", 2) == ends_of(sent)
+
+
+def test_questions_to_a_frozen_broker_end_at_the_views_deadline(brokers: Brokers) -> None:
+    """How the AvailableNow wait keeps to pullTimeoutMs: no question of its views runs past their
+    deadline, though each attempt to a broker that does not answer waits for the request timeout."""
+    cluster = brokers.cluster
+    cluster.create_topic("Deadline", queues=1)
+    options = parse({"nameserver": cluster.namesrv_addr, "topic": "Deadline"}, streaming=False)
+    queues = QueueView(options).queues(must_exist=True)
+    with brokers.b_frozen():
+        began = time.monotonic()
+        view = QueueView(options, deadline=began + 1.0)
+        answered = view.max_offsets(queues)
+        took = time.monotonic() - began
+    assert [q.broker_name for q in answered] == ["broker-a"]
+    assert [q.broker_name for q in view.unreachable] == ["broker-b"]
+    assert took < RETRY_WINDOW_S / 2, f"the view's questions took {took:.1f} s, past its deadline of 1 s"

@@ -17,7 +17,13 @@ from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.batches.stored import stored_batch_from_rows
 from rocketspark.message.properties import codec as props
 from rocketspark.message.records.batch_body import BatchDecodeError, BatchEntry, decode_batch_body, encode_batch_body
-from rocketspark.message.records.decoding import RecordDecodeError, decode_records, decode_records_to_batch
+from rocketspark.message.records.decoding import (
+    SMALL_ROWS,
+    RecordDecodeError,
+    decode_records,
+    decode_records_to_batch,
+    record_bounds_array,
+)
 from rocketspark.message.records.encoding import encode_records
 from rocketspark.message.records.layout import MAGIC_V1, MAGIC_V2
 from rocketspark.message.records.scalar import SMALL_RECORDS
@@ -356,6 +362,34 @@ def test_record_by_record_and_whole_batch_paths_agree(
     assert decode_records(whole, broker_name="b") == [
         m for piece in pieces for m in decode_records(piece, broker_name="b")
     ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=rows.filter(bool), store_host=hosts, topic=st.text(min_size=1, max_size=150), compress=st.booleans())
+def test_a_few_records_at_known_starts_decode_as_the_whole_batch_path(
+    rows: list[tuple[bytes, dict[str, str], str, int]], store_host: str, topic: str, compress: bool
+) -> None:
+    """Up to SMALL_ROWS records at given starts are read one at a time (a message looked up by its
+    offset), more with numpy: the same batch either way, compressed bodies too."""
+    flat = (rows * (SMALL_ROWS // len(rows) + 2))[: SMALL_ROWS + 1 + len(rows)]
+    system = (
+        {props.TAGS: "a"},
+        {props.KEYS: "k1 k2", props.UNIQ_KEY: "U1"},
+        {props.TAGS: "", props.KEYS: "k", props.UNIQ_KEY: ""},
+        {},
+    )
+    flat = [(body, {**p, **system[i % len(system)]}, host, flag) for i, (body, p, host, flag) in enumerate(flat)]
+    if compress:
+        flat = [(zlib.compress(body), p, host, flag | sysflag.COMPRESSED) for body, p, host, flag in flat]
+    data = encode_records(stored_rows(flat, topic, store_host), store_host)
+    bounds = record_bounds_array(data)
+    for decompress in (False, True):
+        whole = decode_records_to_batch(data, decompress=decompress, starts=bounds[:-1])
+        one_by_one = [
+            decode_records_to_batch(data, decompress=decompress, starts=bounds[i : i + 1]) for i in range(len(flat))
+        ]
+        assert pa.Table.from_batches(one_by_one).combine_chunks().equals(pa.Table.from_batches([whole]))
+        assert decode_records_to_batch(data, decompress=decompress, starts=bounds[1:4]).equals(whole.slice(1, 3))
 
 
 def test_record_by_record_decoding_fails_as_the_whole_batch_path() -> None:

@@ -19,6 +19,7 @@ from rocketspark.errors import DecodeError
 from rocketspark.message import ids, sysflag
 from rocketspark.message.batches.arrays import binary_from_ranges
 from rocketspark.message.batches.columns import decompress_bodies, message_ids
+from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.batches.stored import stored_batch
 from rocketspark.message.message import MessageExt
 from rocketspark.message.properties import codec as props
@@ -42,6 +43,7 @@ from rocketspark.message.records.scalar import (
     decode_small,
     format_host,
     record_bounds,
+    stored_rows,
 )
 
 __all__ = ["RecordDecodeError", "decode_records", "decode_records_to_batch", "read_big_endian", "record_bounds_array"]
@@ -52,6 +54,8 @@ _SMALL_RECORD_BYTES = 16 * 1024
 #: inputs), smaller ones with record_bounds' loop (about 0.15 µs a record; a round of single sends
 #: holds a few dozen)
 _VECTOR_BOUNDS_BYTES = 64 * 1024
+#: at most this many records, at known starts, become a batch through rows of the per-record path
+SMALL_ROWS = 8
 _MAGIC_HEAD = bytes.fromhex("daa320")  # MAGIC_V1 and MAGIC_V2 differ in their last byte only
 _MAGIC_LAST = ((MAGIC_V1 & 0xFF), (MAGIC_V2 & 0xFF))
 
@@ -338,8 +342,13 @@ def decode_records_to_batch(
     tags and keys come from the TAGS and KEYS properties (null when absent). With `starts` (int64,
     ascending), only the records starting there are decoded, with whatever lies between them
     skipped (a caller that knows where records are, as the broker's store does, need neither
-    copy them together nor have them found again); without, every record of `data`.
+    copy them together nor have them found again); without, every record of `data`. Up to
+    SMALL_ROWS records are read one at a time (one message looked up by offset costs about
+    40 µs so, about 1 ms through numpy).
     """
+    if starts is not None and len(starts) <= SMALL_ROWS:
+        rows = stored_rows(data, starts.tolist(), decompress=decompress)
+        return pa.RecordBatch.from_pylist(rows, schema=STORED_SCHEMA)
     records = _decode(data, decompress, starts)
     tags, keys, uniq_key = property_values(records.properties, props.TAGS, props.KEYS, props.UNIQ_KEY)
     head = records.head

@@ -1,4 +1,5 @@
-"""Message records one at a time, with `struct`: for single sends and small pulls.
+"""Message records one at a time, with `struct`: for single sends, small pulls and the broker's
+lookups of one message (by offset, id or key; the ends of transactions; sends back).
 
 The whole-batch codecs (:mod:`rocketspark.message.records.encoding`,
 :mod:`rocketspark.message.records.decoding`) make a few dozen numpy and Arrow calls per batch,
@@ -12,9 +13,10 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import itertools
 import struct
 import zlib
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from rocketspark.errors import DecodeError
 from rocketspark.message import ids, sysflag
@@ -157,19 +159,106 @@ def decode_small(
     """The messages of a few records (`bounds`: their :func:`record_bounds`): what `decode_records`
     returns, one record at a time."""
     view = bytes(data)
-    return [
-        _decode_one(view, index, start, end, broker_name, decompress)
-        for index, (start, end) in enumerate(itertools.pairwise(bounds))
-    ]
+    return [_parse(view, index, start, decompress).message(broker_name) for index, start in enumerate(bounds[:-1])]
 
 
-def _decode_one(data: bytes, index: int, start: int, end: int, broker_name: str, decompress: bool) -> MessageExt:
+def stored_rows(data: bytes | memoryview, starts: Sequence[int], *, decompress: bool) -> list[dict[str, Any]]:
+    """The records starting at `starts` as STORED_SCHEMA rows, one record at a time: what
+    `decode_records_to_batch` makes of them (tags and keys from their properties, None when absent)."""
+    view = bytes(data)
+    rows = []
+    for index, start in enumerate(starts):
+        record = _parse(view, index, start, decompress)
+        if index + 1 < len(starts) and start + record.total_size > starts[index + 1]:
+            raise RecordDecodeError(f"record {index} at byte {start}: TOTALSIZE overruns the next record")
+        rows.append(record.stored_row())
+    return rows
+
+
+class _Record(NamedTuple):
+    """The fields of one record, as parsed; hosts still in their record form."""
+
+    total_size: int
+    topic: str
+    body: bytes
+    queue_id: int
+    queue_offset: int
+    physical_offset: int
+    born_timestamp: int
+    born: bytes
+    store_timestamp: int
+    store: bytes
+    flag: int
+    sys_flag: int
+    body_crc: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    properties: str
+
+    def message(self, broker_name: str) -> MessageExt:
+        store_host = format_host(self.store)
+        properties = props.decode_properties(self.properties)
+        offset_msg_id = ids.offset_msg_id(store_host, self.physical_offset)
+        return MessageExt(
+            topic=self.topic,
+            body=self.body,
+            queue_id=self.queue_id,
+            queue_offset=self.queue_offset,
+            commit_log_offset=self.physical_offset,
+            msg_id=properties.get(props.UNIQ_KEY, offset_msg_id),
+            offset_msg_id=offset_msg_id,
+            born_timestamp=self.born_timestamp,
+            born_host=format_host(self.born),
+            store_timestamp=self.store_timestamp,
+            store_host=store_host,
+            flag=self.flag,
+            sys_flag=self.sys_flag,
+            body_crc=self.body_crc,
+            reconsume_times=self.reconsume_times,
+            prepared_transaction_offset=self.prepared_transaction_offset,
+            broker_name=broker_name,
+            properties=properties,
+        )
+
+    def stored_row(self) -> dict[str, Any]:
+        properties = props.decode_properties(self.properties)
+        uniq_key = properties.get(props.UNIQ_KEY)
+        return {
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "queue_offset": self.queue_offset,
+            "commit_log_offset": self.physical_offset,
+            "msg_id": uniq_key
+            if uniq_key is not None
+            else ids.offset_msg_id(format_host(self.store), self.physical_offset),
+            "tags": properties.get(props.TAGS),
+            "keys": properties.get(props.KEYS),
+            "body": self.body,
+            "flag": self.flag,
+            "sys_flag": self.sys_flag,
+            "born_timestamp": self.born_timestamp,
+            "born_host": format_host(self.born),
+            "store_timestamp": self.store_timestamp,
+            "reconsume_times": self.reconsume_times,
+            "properties": self.properties,
+        }
+
+
+def _parse(data: bytes, index: int, start: int, decompress: bool) -> _Record:
     def fail(reason: str) -> RecordDecodeError:
         return RecordDecodeError(f"record {index} at byte {start}: {reason}")
 
-    (total, magic, body_crc, queue_id, flag, queue_offset, physical, sys_flag, born_ts) = _HEAD.unpack_from(data, start)
+    try:
+        (total, magic, body_crc, queue_id, flag, queue_offset, physical, sys_flag, born_ts) = _HEAD.unpack_from(
+            data, start
+        )
+    except struct.error:
+        raise fail("starts too close to the end of the input to hold a record") from None
     if magic not in (MAGIC_V1, MAGIC_V2):
         raise fail("unknown MAGICCODE")
+    if total < MIN_RECORD or start + total > len(data):
+        raise fail(f"TOTALSIZE {total} does not fit the {len(data) - start} bytes from there")
+    end = start + total
     born_width = IPV6_HOST if sys_flag & sysflag.BORNHOST_V6 else IPV4_HOST
     store_width = IPV6_HOST if sys_flag & sysflag.STOREHOST_V6 else IPV4_HOST
     body_at = _HEAD.size + born_width + 8 + store_width + _TAIL.size
@@ -202,35 +291,34 @@ def _decode_one(data: bytes, index: int, start: int, end: int, broker_name: str,
     except UnicodeDecodeError as exc:
         raise fail(f"a topic or the properties are not valid UTF-8: {exc}") from None
     if decompress and sys_flag & sysflag.COMPRESSED:
-        kind = sys_flag & sysflag.COMPRESSION_TYPE_MASK
-        if kind not in (0, sysflag.COMPRESSION_ZLIB):
-            name = sysflag.COMPRESSION_NAMES.get(kind, f"unknown type 0x{kind:x}")
-            raise fail(f"compressed with {name}; only zlib bodies can be decompressed")
-        try:
-            body = zlib.decompress(body)
-        except zlib.error as exc:
-            raise fail(f"a zlib-compressed body does not decompress: {exc}") from None
-        sys_flag &= ~sysflag.COMPRESSED
-    store_host = format_host(store)
-    properties = props.decode_properties(text)
-    offset_msg_id = ids.offset_msg_id(store_host, physical)
-    return MessageExt(
-        topic=topic,
-        body=body,
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        commit_log_offset=physical,
-        msg_id=properties.get(props.UNIQ_KEY, offset_msg_id),
-        offset_msg_id=offset_msg_id,
-        born_timestamp=born_ts,
-        born_host=format_host(born),
-        store_timestamp=store_ts,
-        store_host=store_host,
-        flag=flag,
-        sys_flag=sys_flag,
-        body_crc=body_crc,
-        reconsume_times=reconsume_times,
-        prepared_transaction_offset=prepared,
-        broker_name=broker_name,
-        properties=properties,
+        body, sys_flag = _inflate(body, sys_flag, fail)
+    return _Record(
+        total,
+        topic,
+        body,
+        queue_id,
+        queue_offset,
+        physical,
+        born_ts,
+        born,
+        store_ts,
+        store,
+        flag,
+        sys_flag,
+        body_crc,
+        reconsume_times,
+        prepared,
+        text,
     )
+
+
+def _inflate(body: bytes, sys_flag: int, fail: Callable[[str], RecordDecodeError]) -> tuple[bytes, int]:
+    """A compressed body inflated, and the sys flag without its COMPRESSED bit."""
+    kind = sys_flag & sysflag.COMPRESSION_TYPE_MASK
+    if kind not in (0, sysflag.COMPRESSION_ZLIB):
+        name = sysflag.COMPRESSION_NAMES.get(kind, f"unknown type 0x{kind:x}")
+        raise fail(f"compressed with {name}; only zlib bodies can be decompressed")
+    try:
+        return zlib.decompress(body), sys_flag & ~sysflag.COMPRESSED
+    except zlib.error as exc:
+        raise fail(f"a zlib-compressed body does not decompress: {exc}") from None
