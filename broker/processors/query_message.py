@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import pyarrow as pa
+
 from broker.acl.guard import GuardedProcessorTable
 from broker.acl.permission import Perm
 from broker.acl.resources import Needs, on_topic
 from broker.context import HasAddress, HasStore
+from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.records.encoding import encode_records
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
@@ -58,8 +61,8 @@ class QueryMessageProcessor:
                 ResponseCode.QUERY_NOT_FOUND,
                 f"can not find message with key {header.key!r} in topic {header.topic}, maybe time range not correct",
             )
-        body = b"".join(encode_records(message, self.broker.address) for message in found)
-        last_ts = max(int(m.column("store_timestamp")[0].as_py()) for m in found)
+        body = encode_records(pa.RecordBatch.from_pylist(found, schema=STORED_SCHEMA), self.broker.address)
+        last_ts = max(int(m["store_timestamp"]) for m in found)
         return request.response(header=QueryMessageResponseHeader(last_ts, store.commit_log.max_offset), body=body)
 
     async def view_message(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -68,8 +71,10 @@ class QueryMessageProcessor:
         if message is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {header.offset}")
         if self._acl is not None:
-            topic = str(message.column("topic")[0].as_py())
+            topic = str(message["topic"])
             refusal = self._acl.refusal(connection, request, Needs((on_topic(topic, Perm.SUB),)))
             if refusal is not None:
                 return request.response(ResponseCode.NO_PERMISSION, refusal)
-        return request.response(body=encode_records(message, self.broker.address))
+        return request.response(
+            body=encode_records(pa.RecordBatch.from_pylist([message], schema=STORED_SCHEMA), self.broker.address)
+        )

@@ -43,10 +43,9 @@ class SendBackProcessor:
         config = subscription_group(broker, header.group)
         if config.retry_queue_nums <= 0:  # the group wants no retries: the message is dropped, as in Java
             return request.response()
-        found = await broker.store.message_at(header.offset)
-        if found is None:
+        row = await broker.store.message_at(header.offset)
+        if row is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
-        row = found.to_pylist()[0]
         properties = props.decode_properties(row["properties"])
         reconsume_times = row["reconsume_times"]
         changes: dict[str, str | None] = {

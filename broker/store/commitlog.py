@@ -11,7 +11,8 @@ a batch is handed its segment by the loop.
 
 Memory does not grow with the number of records: a segment remembers one record start per
 64 KiB (broker/store/record_positions.py) and reads the headers of a granule when it must find a
-record; startup reads only the headers its segments' positions files do not cover.
+record (broker/store/granules.py keeps the granules read last and the one being written); startup
+reads only the headers its segments' positions files do not cover.
 """
 
 from __future__ import annotations
@@ -19,17 +20,15 @@ from __future__ import annotations
 import bisect
 import contextlib
 import errno
-import functools
 import itertools
 import logging
 import mmap
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +36,7 @@ import pyarrow as pa
 from broker.store import record
 from broker.store.disk_space import disk_full_error, is_disk_full
 from broker.store.durability import make_directories
+from broker.store.granules import GranuleCache
 from broker.store.record_positions import GRANULE, SAVE_EVERY_BYTES, RecordPositions, read_headers
 from broker.store.stored import StoredBatch, as_batches, stored_size
 from rocketspark.errors import StoreCorruptionError
@@ -50,7 +50,6 @@ _READ_CHUNK = 1024  # stored batches read (and their message records decoded) to
 _CACHE_ENTRY_BYTES = 400
 #: Arrow batches from this size are read from a mapping of their segment (smaller ones: pread)
 MAP_FROM_BYTES = 1024 * 1024
-_GRANULES_CACHED = 1024  # granules whose record positions stay parsed in memory (about 10 MiB at most)
 _serials = itertools.count()
 
 
@@ -81,18 +80,6 @@ class Segment:
         self.close()
         self.path.unlink(missing_ok=True)
         self.positions_path.unlink(missing_ok=True)
-
-    def locate(self, commit_log_offset: int) -> tuple[int, int] | None:
-        """(position of the record, row) of the message at `commit_log_offset` in this segment,
-        from its headers on disk (blocking: a reader thread, handed the segment by the loop)."""
-        local = commit_log_offset - self.start
-        if not 0 <= local < self.size:
-            return None
-        starts, counts = self.positions.granule(self.fd, local // GRANULE, self.size)
-        index = int(np.searchsorted(starts, local, side="right")) - 1
-        if index < 0 or local - int(starts[index]) >= int(counts[index]):
-            return None
-        return self.start + int(starts[index]), local - int(starts[index])
 
     def record_starts(self, start: int, end: int) -> Iterator[int]:
         """Commit log offsets of the records that start in [start, end), read from disk (blocking)."""
@@ -142,11 +129,6 @@ def _cached_size(batch: StoredBatch) -> int:
     return stored_size(batch) + _CACHE_ENTRY_BYTES
 
 
-def _read_granules(granules: list[tuple[Segment, int, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The records of granules, each given with its segment and that segment's size (blocking)."""
-    return [segment.positions.granule(segment.fd, number, size) for segment, number, size in granules]
-
-
 class CommitLog:
     def __init__(self, directory: Path, segment_size: int, cache_bytes: int, positions_dir: Path | None = None) -> None:
         self.directory = directory
@@ -158,9 +140,8 @@ class CommitLog:
         self._cache_bytes = 0
         self._cache_limit = cache_bytes
         self._unflushed: set[Segment] = set()
-        self._granules: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        # runs blocking reads of :meth:`locate_many` on a reader thread (set by the store); None: inline
-        self.reader: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None
+        # what lookups read of granules; its `reader` runs their blocking reads (set by the store)
+        self.granules = GranuleCache(live=lambda segment: segment in self.segments)
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -274,6 +255,7 @@ class CommitLog:
         """Make a written record visible to reads (event loop); `synced`: `sync` covered it already."""
         segment = placement.segment
         segment.positions.cover(placement.position - segment.start, length)
+        self.granules.open.add(segment.serial, placement.position - segment.start, length, batch.num_rows)
         segment.size = placement.position + length - segment.start
         if not synced:
             self._unflushed.add(segment)
@@ -337,25 +319,9 @@ class CommitLog:
 
     async def locate_many(self, commit_log_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The records (their positions, -1 where no message is) and rows of the messages at
-        `commit_log_offsets` (event loop). The headers of granules not cached are read with
-        `reader` (a reader thread, once the store serves), a granule at most per offset."""
+        `commit_log_offsets` (event loop), from the records of their granules (`granules`)."""
         offsets = commit_log_offsets.astype(np.int64, copy=False)
-        granules: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-        missing: list[tuple[Segment, int]] = []
-        for segment, number in self._granules_of(offsets):
-            key = (segment.serial, number)
-            if key in self._granules:
-                self._granules.move_to_end(key)
-                granules[key] = self._granules[key]
-            else:
-                missing.append((segment, number))
-        if missing:
-            load = functools.partial(_read_granules, [(s, g, s.size) for s, g in missing])
-            loaded = await self.reader(load) if self.reader is not None else load()
-            for (segment, number), found in zip(missing, loaded, strict=True):
-                granules[(segment.serial, number)] = found
-                self._keep_granule(segment, number, found)
-        return self._locate(offsets, granules)
+        return self._locate(offsets, await self.granules.records(self._granules_of(offsets)))
 
     def _granules_of(self, offsets: np.ndarray) -> list[tuple[Segment, int]]:
         found: list[tuple[Segment, int]] = []
@@ -403,13 +369,6 @@ class CommitLog:
                 positions[which[held]] = segment.start + starts[index[held]]
                 rows[which[held]] = row[held]
         return positions, rows
-
-    def _keep_granule(self, segment: Segment, number: int, found: tuple[np.ndarray, np.ndarray]) -> None:
-        """Cache a granule's records once they are all written (they never change then)."""
-        if (number + 1) * GRANULE < segment.size and segment in self.segments:
-            self._granules[(segment.serial, number)] = found
-            while len(self._granules) > _GRANULES_CACHED:
-                self._granules.popitem(last=False)
 
     def batches_between(self, start: int, end: int) -> list[int]:
         """Positions of the records in [start, end), in log order, read from disk (blocking: the
@@ -473,8 +432,7 @@ class CommitLog:
             self.segments.pop(0)
             self._starts.pop(0)
             self._unflushed.discard(oldest)
-            for key in [k for k in self._granules if k[0] == oldest.serial]:
-                del self._granules[key]
+            self.granules.forget(oldest.serial)
             for position in [p for p in self._cache if p < oldest.end]:
                 self._cache_bytes -= _cached_size(self._cache.pop(position))
         return expired
@@ -485,5 +443,5 @@ class CommitLog:
         self.segments.clear()
         self._starts.clear()
         self._cache.clear()
-        self._granules.clear()
+        self.granules.clear()
         self._cache_bytes = 0

@@ -15,6 +15,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +35,7 @@ from broker.store.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult
 from broker.store.retention import InFlightReads, Retention
 from broker.store.scattered import many_rounds_to_read, read_scattered
-from broker.store.stored import Piece, StoredBatch, WireRecords, arrow_batches
+from broker.store.stored import Piece, StoredBatch, WireRecords, stored_row
 from broker.store.window_snapshot import SNAPSHOT_INTERVAL_S
 from rocketspark.service import PeriodicService
 
@@ -63,7 +64,7 @@ class MessageStore:
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-io")
         self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix="store-read")
         self._reads = InFlightReads(self._reader)
-        self.commit_log.reader = self._reads.submit
+        self.commit_log.granules.reader = self._reads.submit
         self.disk = DiskSpace(config)
         self.retention = Retention(
             config, self.commit_log, self.queues, self.index, self._reads, self._io, self.logics.build_index, self.disk
@@ -437,16 +438,13 @@ class MessageStore:
             result.append(Piece(batch, rows))
         return result
 
-    async def message_at(self, commit_log_offset: int) -> pa.RecordBatch | None:
-        """The one-row batch of the message at `commit_log_offset` (VIEW_MESSAGE_BY_ID)."""
-        segment = self.commit_log.segment_for(commit_log_offset)
-        if segment is None:
+    async def message_at(self, commit_log_offset: int) -> dict[str, Any] | None:
+        """The message at `commit_log_offset` as a STORED_SCHEMA row (VIEW_MESSAGE_BY_ID, the end
+        of a transaction, a send back); None where no message is."""
+        positions, rows = await self.commit_log.locate_many(np.array([commit_log_offset], dtype=np.int64))
+        if positions[0] < 0:
             return None
-        located = await self._reads.submit(lambda: segment.locate(commit_log_offset))
-        if located is None:
-            return None
-        position, row = located
-        return arrow_batches([Piece(await self._batch_at(position), np.array([row]))])[0]
+        return stored_row(await self._batch_at(int(positions[0])), int(rows[0]))
 
     async def _batch_at(self, position: int) -> StoredBatch:
         cached = self.commit_log.cached(position)
@@ -459,8 +457,9 @@ class MessageStore:
 
     async def query_by_key(
         self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int, *, unique_key: bool
-    ) -> list[pa.RecordBatch]:
-        """Messages of `topic` whose KEYS contain `key` (or whose msgId is `key`), newest first."""
+    ) -> list[dict[str, Any]]:
+        """Messages of `topic` whose KEYS contain `key` (or whose msgId is `key`), newest first, as
+        STORED_SCHEMA rows."""
         self.logics.build_index()
         lookup = self.index.lookup(key_hash(topic, key), begin_ms, end_ms)
         limit = max_num * 4  # by hash only: some may be other keys
@@ -468,16 +467,15 @@ class MessageStore:
             offsets = await self._reads.submit(lambda: lookup.offsets(limit))
         else:
             offsets = lookup.offsets(limit)
-        found: list[pa.RecordBatch] = []
+        found: list[dict[str, Any]] = []
         for offset in offsets:
             message = await self.message_at(offset)
-            if message is None or message.column("topic")[0].as_py() != topic:
+            if message is None or message["topic"] != topic:
                 continue
             if unique_key:
-                matches = message.column("msg_id")[0].as_py() == key
+                matches = message["msg_id"] == key
             else:
-                keys = message.column("keys")[0].as_py() or ""
-                matches = key in keys.split(" ") or message.column("msg_id")[0].as_py() == key
+                matches = key in (message["keys"] or "").split(" ") or message["msg_id"] == key
             if matches:
                 found.append(message)
                 if len(found) >= max_num:

@@ -4,7 +4,8 @@ A segment keeps one position per GRANULE bytes of it: the start of the record th
 granule's first byte (8 bytes per 64 KiB, 128 KiB for a 1 GiB segment, whether it holds five
 records or five million). The records of one granule are found by reading their headers from
 disk, in blocks (:func:`read_headers`, :meth:`RecordPositions.granule`), so the broker needs no
-per-record memory to turn a message's commit log offset into its record and row.
+per-record memory to turn a message's commit log offset into its record and row (the granules
+read last, and the one being written, are kept: broker/store/granules.py).
 
 The positions of a segment's flushed part are saved to a small file of their own (one per
 segment, in the store's `positions` directory) as the segment grows and at shutdown; startup

@@ -148,8 +148,7 @@ class TransactionService:
 
     async def _half_message(self, header: EndTransactionRequestHeader) -> dict[str, Any]:
         """The stored half message the header names, checked as Apache's checkPrepareMessage does."""
-        batch = await self._store.message_at(header.commit_log_offset)
-        row: dict[str, Any] | None = batch.to_pylist()[0] if batch is not None else None
+        row = await self._store.message_at(header.commit_log_offset)
         if row is None or row["topic"] != TRANS_HALF_TOPIC:
             raise _refusal(f"no half message is stored at commit log offset {header.commit_log_offset}")
         if row["queue_offset"] != header.tran_state_table_offset:

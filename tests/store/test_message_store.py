@@ -218,7 +218,8 @@ async def test_a_log_of_both_record_kinds_reads_the_same_after_a_rebuild(open_st
         rows = pa.Table.from_batches(result.batches()).drop_columns(["sys_flag"]).to_pylist()
         keyed = await opened.query_by_key("T", "k1", 10, 0, 2**62, unique_key=False)
         by_offset = [await opened.message_at(r["commit_log_offset"]) for r in rows]
-        return rows, result.records(STORE_HOST), [keyed[0].to_pylist(), *(m.to_pylist() for m in by_offset if m)]
+        assert [{k: v for k, v in (m or {}).items() if k != "sys_flag"} for m in by_offset] == rows
+        return rows, result.records(STORE_HOST), [keyed[0], *by_offset]
 
     before = await observed(store)
     assert [r["body"] for r in before[0]] == [b"s0", b"s1", b"a0", b"a1", b"a2", b"s2"]  # type: ignore[index]
@@ -288,12 +289,12 @@ async def test_lookup_by_key_and_by_offset(open_store: StoreFactory) -> None:
     await store.put_messages("T", 0, [message(b"one", keys="order-1 customer-9", uniq="UNIQ1")])
     await store.put_messages("U", 0, [message(b"other topic", keys="order-1")])
     found = await store.query_by_key("T", "order-1", 10, 0, 2**62, unique_key=False)
-    assert [m.column("body")[0].as_py() for m in found] == [b"one"]
+    assert [m["body"] for m in found] == [b"one"]
     by_uniq = await store.query_by_key("T", "UNIQ1", 10, 0, 2**62, unique_key=True)
     assert len(by_uniq) == 1
-    offset = found[0].column("commit_log_offset")[0].as_py()
+    offset = found[0]["commit_log_offset"]
     _, decoded = decode_offset_msg_id(offset_msg_id(STORE_HOST, offset))
-    assert (await store.message_at(decoded)).column("body")[0].as_py() == b"one"  # type: ignore[union-attr]
+    assert (await store.message_at(decoded) or {}).get("body") == b"one"
     assert await store.message_at(10**12) is None
 
 

@@ -142,7 +142,7 @@ async def test_key_lookups_read_index_files_on_reader_threads_and_skip_files_out
 
     opens, preads = loop_file_reads(monkeypatch)
     found = await store.query_by_key("T", "k1", 100, middle, 2**62, unique_key=False)
-    assert [m.column("body")[0].as_py()[:6] for m in found] == [b"late%02d" % i for i in reversed(range(12))]
+    assert [m["body"][:6] for m in found] == [b"late%02d" % i for i in reversed(range(12))]
     opened = {Path(path): thread for thread, path in opens if isinstance(path, (str, Path))}
     assert not set(early_files) & set(opened), "an index file outside the time range was opened"
     assert set(late_files) <= set(opened)

@@ -18,7 +18,6 @@ from rocketspark.message.batches.stored import stored_batch_from_rows
 from rocketspark.message.properties import codec as props
 from rocketspark.message.records.batch_body import BatchDecodeError, BatchEntry, decode_batch_body, encode_batch_body
 from rocketspark.message.records.decoding import (
-    SMALL_ROWS,
     RecordDecodeError,
     decode_records,
     decode_records_to_batch,
@@ -369,9 +368,9 @@ def test_record_by_record_and_whole_batch_paths_agree(
 def test_a_few_records_at_known_starts_decode_as_the_whole_batch_path(
     rows: list[tuple[bytes, dict[str, str], str, int]], store_host: str, topic: str, compress: bool
 ) -> None:
-    """Up to SMALL_ROWS records at given starts are read one at a time (a message looked up by its
+    """Up to SMALL_RECORDS records at given starts are read one at a time (a message looked up by its
     offset), more with numpy: the same batch either way, compressed bodies too."""
-    flat = (rows * (SMALL_ROWS // len(rows) + 2))[: SMALL_ROWS + 1 + len(rows)]
+    flat = (rows * (SMALL_RECORDS // len(rows) + 2))[: SMALL_RECORDS + 1 + len(rows)]
     system = (
         {props.TAGS: "a"},
         {props.KEYS: "k1 k2", props.UNIQ_KEY: "U1"},
