@@ -49,7 +49,8 @@ class OpenGranule:
     a send back, a duplicate's first copy) then reads no headers from disk, and needs no thread.
     Once the log moves past it, the granule is complete and read from disk like any other.
 
-    Bounded: a granule holds at most GRANULE / MIN_RECORD records."""
+    Bounded: a commit log record takes at least 107 bytes (its header and one message record), so a
+    granule holds at most 612 of them."""
 
     def __init__(self) -> None:
         self._key: tuple[int, int] | None = None  # (segment serial, granule number)
