@@ -156,7 +156,7 @@ def arrow_batches(pieces: Sequence[Piece]) -> list[pa.RecordBatch]:
 
 def stored_row(stored: StoredBatch, row: int) -> dict[str, Any]:
     """One message of a stored batch as a STORED_SCHEMA row, for a lookup of one message: a wire
-    record is decoded on its own (about 40 µs), with no batch built around it."""
+    record is decoded on its own (10-16 µs here), with no batch built around it."""
     if isinstance(stored, WireRecords):
         return stored_rows(stored.payload, [int(stored.bounds[row])], decompress=False)[0]
     rows: list[dict[str, Any]] = stored.slice(row, 1).to_pylist()
