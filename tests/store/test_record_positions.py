@@ -37,6 +37,19 @@ def count_preads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
+def count_granule_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The numbers of the granules read from disk from now on, in order."""
+    reads: list[int] = []
+    real = RecordPositions.granule
+
+    def counted(self: RecordPositions, fd: int, number: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+        reads.append(number)
+        return real(self, fd, number, size)
+
+    monkeypatch.setattr(RecordPositions, "granule", counted)
+    return reads
+
+
 async def test_memory_of_a_segment_does_not_grow_with_its_records(open_store: StoreFactory) -> None:
     store = await open_store(mapped_file_size_commit_log=SEGMENT)
     await single_records(store, 3000)
@@ -160,14 +173,7 @@ async def test_lookups_of_messages_in_the_granule_being_written_read_no_headers(
     offsets = pulled.batches()[0].column("commit_log_offset").to_pylist()
     newest, oldest = offsets[-1], offsets[0]
     assert newest // GRANULE != oldest // GRANULE
-    reads: list[int] = []
-    real = RecordPositions.granule
-
-    def counted(self: RecordPositions, fd: int, number: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-        reads.append(number)
-        return real(self, fd, number, size)
-
-    monkeypatch.setattr(RecordPositions, "granule", counted)
+    reads = count_granule_reads(monkeypatch)
     for offset in offsets[-5:]:
         assert (await store.message_at(offset) or {}).get("commit_log_offset") == offset
     assert reads == []
@@ -192,14 +198,7 @@ async def test_lookups_at_the_same_time_share_the_read_of_a_granule(
     await single_records(store, 1000)
     pulled = await store.get_messages("T", 1, 0, max_messages=10_000, max_bytes=1 << 30)
     offsets = [o for o in pulled.batches()[0].column("commit_log_offset").to_pylist() if o < GRANULE]
-    reads: list[int] = []
-    real = RecordPositions.granule
-
-    def counted(self: RecordPositions, fd: int, number: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-        reads.append(number)
-        return real(self, fd, number, size)
-
-    monkeypatch.setattr(RecordPositions, "granule", counted)
+    reads = count_granule_reads(monkeypatch)
     found = await asyncio.gather(*(store.message_at(offset) for offset in offsets))
     assert [(m or {}).get("commit_log_offset") for m in found] == offsets
     assert reads == [0]
