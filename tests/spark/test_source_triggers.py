@@ -4,6 +4,7 @@ checked on the micro-batches' sizes."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,10 @@ from pyspark.sql import DataFrame
 from rocketspark.errors import ConfigError
 from rocketspark.spark.options import parse
 from rocketspark.spark.queue_view import QueueView
+from rocketspark.spark.stream_reader import IDLE_POLL_INTERVAL_S
 from tests.spark.cluster import two_brokers_on
 from tests.spark.queries import run_available_now, stream, wait_for
+from tests.spark.relay import counting_relay
 
 
 def total(offsets: str | None) -> int:
@@ -119,3 +122,33 @@ def test_available_now_reads_everything_under_a_minimum_and_keeps_the_cap(spark,
     query = run_available_now(frame, "memory", checkpoint, name="min_available_now")
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
     assert sizes == [20, 10]  # the minimum would have held both batches for an hour
+
+
+def test_a_stream_with_nothing_to_read_asks_the_name_servers_at_most_ten_times_a_second(
+    spark, two_brokers, tmp_path: Path
+) -> None:
+    """Under the default trigger Spark plans again 10 ms after an empty plan; the source paces an idle
+    stream to a plan per IDLE_POLL_INTERVAL_S. Each plan asks the name servers twice or more (the live
+    brokers, the topic's route): about 30 plans a second unpaced here."""
+    two_brokers.create_topic("IdleStream", queues=1)
+    two_brokers.produce("IdleStream", 3)
+    with counting_relay(two_brokers.namesrv_addr) as relay:
+        frame = spark.readStream.format("rocketmq").option("nameserver", relay.address).option("topic", "IdleStream")
+        frame = frame.option("consumerGroup", "idle_group").option("startingOffsets", "earliest").load()
+        query = (
+            frame.writeStream.format("memory")
+            .queryName("idle_stream")
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .start()
+        )
+        try:
+            wait_for(lambda: spark.table("idle_stream").count() == 3, "the stream's first rows")
+            time.sleep(1.0)  # idle by now
+            before, began = relay.frames, time.monotonic()
+            time.sleep(4.0)
+            per_second = (relay.frames - before) / (time.monotonic() - began)
+            assert query.isActive, query.exception()
+        finally:
+            query.stop()
+    plans_at_most = 1 / IDLE_POLL_INTERVAL_S
+    assert 0 < per_second <= 3 * plans_at_most, f"{per_second:.1f} requests a second to the name servers"
