@@ -26,7 +26,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     other test is grouped with its module, so a module's fixtures start once; modules of slow tests
     start next. Most of the suite waits
     on servers and JVMs rather than computing (7.5 min of CPU in a 20 min serial run), which is why
-    two workers on two cores shorten it. Without xdist the marks do nothing.
+    two workers on two cores shorten it. Without xdist the marks do nothing. (pytest-xdist 3.8 keeps a
+    group on one worker only under pytest 8: see pyproject.toml.)
     """
     for item in items:
         uses_spark = "spark" in getattr(item, "fixturenames", ())
