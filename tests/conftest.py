@@ -18,6 +18,7 @@ TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 os.environ["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, (os.environ.get("JAVA_TOOL_OPTIONS"), TEST_JVM_OPTIONS)))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Groups for pytest-xdist's `--dist loadgroup` (`make test` runs two workers).
 
@@ -27,7 +28,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     start next. Most of the suite waits
     on servers and JVMs rather than computing (7.5 min of CPU in a 20 min serial run), which is why
     two workers on two cores shorten it. Without xdist the marks do nothing. (pytest-xdist 3.8 keeps a
-    group on one worker only under pytest 8: see pyproject.toml.)
+    group on one worker only under pytest 8, and only when the marks are set before its own hook.)
     """
     for item in items:
         uses_spark = "spark" in getattr(item, "fixturenames", ())
