@@ -7,7 +7,7 @@ its topic, else NO_PERMISSION naming the topic.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -61,7 +61,7 @@ class QueryMessageProcessor:
                 ResponseCode.QUERY_NOT_FOUND,
                 f"can not find message with key {header.key!r} in topic {header.topic}, maybe time range not correct",
             )
-        body = encode_records(pa.RecordBatch.from_pylist(found, schema=STORED_SCHEMA), self.broker.address)
+        body = self._records(found)
         last_ts = max(int(m["store_timestamp"]) for m in found)
         return request.response(header=QueryMessageResponseHeader(last_ts, store.commit_log.max_offset), body=body)
 
@@ -75,6 +75,8 @@ class QueryMessageProcessor:
             refusal = self._acl.refusal(connection, request, Needs((on_topic(topic, Perm.SUB),)))
             if refusal is not None:
                 return request.response(ResponseCode.NO_PERMISSION, refusal)
-        return request.response(
-            body=encode_records(pa.RecordBatch.from_pylist([message], schema=STORED_SCHEMA), self.broker.address)
-        )
+        return request.response(body=self._records([message]))
+
+    def _records(self, messages: list[dict[str, Any]]) -> bytes:
+        """STORED_SCHEMA rows as the message records of a response body."""
+        return encode_records(pa.RecordBatch.from_pylist(messages, schema=STORED_SCHEMA), self.broker.address)

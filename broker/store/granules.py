@@ -38,6 +38,11 @@ class Granular(Protocol):
     positions: RecordPositions
 
 
+def _complete(segment: Granular, number: int) -> bool:
+    """Whether every record holding bytes of the granule is written (they never change then)."""
+    return (number + 1) * GRANULE < segment.size
+
+
 def _read(granules: list[tuple[Granular, int, int]]) -> list[Records]:
     """The records of granules, each given with its segment and that segment's size (blocking)."""
     return [segment.positions.granule(segment.fd, number, size) for segment, number, size in granules]
@@ -106,23 +111,27 @@ class GranuleCache:
             else:
                 missing.append((segment, number))
         if missing:
-            waits = {id(w): w for w in (self._loading.get((s.serial, n)) for s, n in missing) if w is not None}
+            waits = {self._loading[(s.serial, n)] for s, n in missing if (s.serial, n) in self._loading}
             new = [(s, n) for s, n in missing if (s.serial, n) not in self._loading]
             if new:
                 read = asyncio.ensure_future(self._load(new))
-                shared = [(s.serial, n) for s, n in new if (n + 1) * GRANULE < s.size]  # complete: none comes later
+                shared = [(s.serial, n) for s, n in new if _complete(s, n)]  # no later lookup needs more
                 self._loading.update(dict.fromkeys(shared, read))
-                read.add_done_callback(lambda _: [self._loading.pop(key) for key in shared])
-                waits[id(read)] = read
-            for wait in waits.values():
+                read.add_done_callback(functools.partial(self._loaded, shared))
+                waits.add(read)
+            for wait in waits:
                 found.update(await asyncio.shield(wait))
         return found
+
+    def _loaded(self, keys: list[Key], _: asyncio.Future[dict[Key, Records]]) -> None:
+        for key in keys:
+            del self._loading[key]
 
     async def _load(self, granules: list[tuple[Granular, int]]) -> dict[Key, Records]:
         load = functools.partial(_read, [(s, n, s.size) for s, n in granules])
         loaded: list[Records] = await self.reader(load) if self.reader is not None else load()
         for (segment, number), records in zip(granules, loaded, strict=True):
-            if (number + 1) * GRANULE < segment.size and self._live(segment):  # complete: they never change
+            if _complete(segment, number) and self._live(segment):
                 self._kept[(segment.serial, number)] = records
                 while len(self._kept) > _GRANULES_CACHED:
                     self._kept.popitem(last=False)

@@ -129,8 +129,6 @@ class QueueView:
         while True:
             try:
                 address = await self.client.broker_address(queue.broker_name, queue.topic)
-                if self.deadline is None:
-                    return await ask(address)
                 return await self._before_deadline(ask(address), queue)
             except RocketMQError as exc:
                 if not exc.retriable or attempt == len(RETRY_BACKOFF_S) or time.monotonic() >= give_up:
@@ -145,9 +143,10 @@ class QueueView:
                 log.info("refreshing the route of %s failed: %s", queue.topic, exc)
 
     async def _before_deadline(self, question: Awaitable[T], queue: MessageQueue) -> T:
-        assert self.deadline is not None
+        """The question's answer; with the view's `deadline`, given up on at it."""
+        left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
         try:
-            return await asyncio.wait_for(question, max(0.0, self.deadline - time.monotonic()))
+            return await asyncio.wait_for(question, left)
         except TimeoutError:
             raise RemotingTimeoutError(f"broker {queue.broker_name} did not answer for {queue} in time") from None
 
