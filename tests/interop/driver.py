@@ -127,7 +127,7 @@ class ClientRun:
             self.process.kill()
             _, self.stderr = self.process.communicate()
 
-    def report(self, lines: int = 15) -> str:
+    def report(self, lines: int = 40) -> str:
         try:
             log_tail = "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:

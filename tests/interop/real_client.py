@@ -49,30 +49,54 @@ def _message(spec: JsonDict) -> Any:
     return message
 
 
-def _outcome(send: Callable[..., Any], *send_args: Any) -> JsonDict:
-    """One send's result; an exception is recorded for the test to report, and sending goes on."""
-    try:
-        result = send(*send_args)
-    except Exception as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    if result is None:  # oneway
-        return {"status": None}
-    return {"status": result.status.name, "msg_id": result.msg_id, "offset": result.offset}
+# The C++ client (1.x `TcpRemotingClient::CreateTransport`) answers "no connection" to a thread that
+# asks for a broker while another of its threads is still connecting to that broker; the send then
+# fails with "No route info of this topic" without reaching the broker. That happens only at the
+# first contact, when its heartbeat thread and the sending thread meet on a busy machine.
+FIRST_CONTACT_ERROR = "No route info of this topic"
+FIRST_CONTACT_TRIES = 5
+FIRST_CONTACT_PAUSE_S = 0.2
 
 
-def _send(producer: Any, send: JsonDict) -> list[JsonDict]:
-    messages = [_message(spec) for spec in send["messages"]]
-    match send["method"]:
-        case "sync":
-            return [_outcome(producer.send_sync, m) for m in messages]
-        case "batch":
-            return [_outcome(producer.send_batch, messages)]
-        case "orderly":
-            return [_outcome(producer.send_orderly, m, send["arg"]) for m in messages]
-        case "oneway":
-            return [_outcome(producer.send_oneway, m) for m in messages]
-        case other:
-            raise ValueError(f"unknown send method {other!r}")
+class _Sender:
+    """Sends one request at a time and records each outcome; an exception is recorded for the test to
+    report, and sending goes on. Until a send succeeds, one that fails with the first-contact error is
+    tried again (at most FIRST_CONTACT_TRIES times), and the tries are noted on stderr."""
+
+    def __init__(self) -> None:
+        self.contacted = False
+
+    def outcome(self, send: Callable[..., Any], *send_args: Any) -> JsonDict:
+        tries = 1
+        while True:
+            try:
+                result = send(*send_args)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                if self.contacted or FIRST_CONTACT_ERROR not in error or tries == FIRST_CONTACT_TRIES:
+                    return {"error": error}
+                print(f"first contact: try {tries} failed ({error}); trying again", file=sys.stderr)
+                time.sleep(FIRST_CONTACT_PAUSE_S)
+                tries += 1
+                continue
+            self.contacted = True
+            if result is None:  # oneway
+                return {"status": None}
+            return {"status": result.status.name, "msg_id": result.msg_id, "offset": result.offset}
+
+    def send(self, producer: Any, send: JsonDict) -> list[JsonDict]:
+        messages = [_message(spec) for spec in send["messages"]]
+        match send["method"]:
+            case "sync":
+                return [self.outcome(producer.send_sync, m) for m in messages]
+            case "batch":
+                return [self.outcome(producer.send_batch, messages)]
+            case "orderly":
+                return [self.outcome(producer.send_orderly, m, send["arg"]) for m in messages]
+            case "oneway":
+                return [self.outcome(producer.send_oneway, m) for m in messages]
+            case other:
+                raise ValueError(f"unknown send method {other!r}")
 
 
 def _credentials(client: Any, args: JsonDict) -> None:
@@ -91,7 +115,8 @@ def produce(args: JsonDict) -> None:
     selector, which picks queue `arg % queue count`.
 
     Result: `{"results": [{"status": "OK", "msg_id": str, "offset": int} | {"error": str}, ...]}`, one
-    entry per request (oneway sends report `{"status": null}`).
+    entry per request (oneway sends report `{"status": null}`). A send refused at the first contact
+    by the client itself is tried again (see `_Sender`).
     """
     from rocketmq.client import Producer
 
@@ -99,8 +124,9 @@ def produce(args: JsonDict) -> None:
     producer.set_namesrv_addr(args["namesrv"])
     _credentials(producer, args)
     producer.start()
+    sender = _Sender()
     try:
-        results = [outcome for send in args["sends"] for outcome in _send(producer, send)]
+        results = [outcome for send in args["sends"] for outcome in sender.send(producer, send)]
     finally:
         producer.shutdown()
     _emit({"results": results})
