@@ -256,14 +256,16 @@ def segments(target: Cluster) -> set[str]:
     return {p.name for p in (target.data_dir / "broker" / "commitlog").iterdir()}
 
 
-def take_sample(target: Cluster, ledger: Ledger, at_s: float, life: int) -> Sample:
+async def take_sample(target: Cluster, ledger: Ledger, at_s: float, life: int) -> Sample:
     use = ProcessUse.of(target.broker.pid)
+    memory = await broker_memory_mib(target)
     acks = ledger.take_single_acks()
     return Sample(
         round(at_s, 1),
         life,
         round(use.rss_mib, 1),
         round(use.anon_mib, 1),
+        *(memory.get(key, float("nan")) for key in ("memoryHeapInUseBytes", "memoryHeapFreeBytes", "memoryArrowBytes")),
         use.open_fds,
         use.threads,
         round(disk_used_mib(target.data_dir / "broker"), 2),
@@ -273,6 +275,16 @@ def take_sample(target: Cluster, ledger: Ledger, at_s: float, life: int) -> Samp
         ledger.lag("push"),
         ledger.spark_lag(),
     )
+
+
+async def broker_memory_mib(target: Cluster) -> dict[str, float]:
+    """The broker's `memory*` figures of GET_BROKER_RUNTIME_INFO, in MiB (see `broker.memory`)."""
+    remoting = RemotingClient()
+    try:
+        table = await admin.get_runtime_info(remoting, target.broker.address, timeout_s=10)
+    finally:
+        await remoting.close()
+    return {key: round(int(value) / 2**20, 1) for key, value in table.items() if key.endswith("Bytes")}
 
 
 async def caught_up(ledger: Ledger, query: StreamingQuery, spark: SparkSession, output: Path) -> None:
@@ -357,7 +369,7 @@ async def run(plan: SoakPlan, spark: SparkSession, work_dir: Path) -> dict[str, 
                 await asyncio.sleep(max(0.0, next_sample - now))
                 await asyncio.to_thread(note_spark_progress, query, ledger)
                 seen_segments |= segments(target)
-                samples.append(take_sample(target, ledger, time.perf_counter() - started, life))
+                samples.append(await take_sample(target, ledger, time.perf_counter() - started, life))
                 progress(", ".join(f"{c} {v}" for c, v in zip(SAMPLE_COLUMNS, samples[-1].row(), strict=True)))
             stop_sending.set()
             churned = await asyncio.wait_for(churn, 60)

@@ -61,6 +61,9 @@ class Sample:
     broker_life: int  # 1 before the restart, 2 after
     rss_mib: float
     anon_mib: float
+    heap_in_use_mib: float  # the C library's heaps, live blocks (Arrow's included)
+    heap_free_mib: float  # free in those heaps: what fragmentation keeps
+    arrow_mib: float
     open_fds: int
     threads: int
     disk_mib: float
@@ -79,6 +82,9 @@ SAMPLE_COLUMNS = [
     "broker",
     "RSS MiB",
     "anon MiB",
+    "heap used MiB",
+    "heap free MiB",
+    "Arrow MiB",
     "fds",
     "threads",
     "disk MiB",
@@ -143,6 +149,8 @@ def summary(
         "settled_from_s": round(calm[0].at_s, 1),
         "rss_slope_mib_per_hour_after_warm_up": slope_mib_per_hour(calm, "rss_mib"),
         "anon_slope_mib_per_hour_after_warm_up": slope_mib_per_hour(calm, "anon_mib"),
+        "heap_in_use_slope_mib_per_hour_after_warm_up": slope_mib_per_hour(calm, "heap_in_use_mib"),
+        "heap_free_slope_mib_per_hour_after_warm_up": slope_mib_per_hour(calm, "heap_free_mib"),
         "disk_slope_mib_per_hour_after_warm_up": slope_mib_per_hour(calm, "disk_mib"),
         "fds_min_max_after_warm_up": [min(s.open_fds for s in calm), max(s.open_fds for s in calm)],
         "threads_min_max_after_warm_up": [min(s.threads for s in calm), max(s.threads for s in calm)],
@@ -162,6 +170,11 @@ def plot(samples: list[Sample], restart_at_s: float, path: Path) -> None:
     minutes = [s.at_s / 60 for s in samples]
     panels: list[tuple[str, list[list[float]], list[str]]] = [
         ("RSS (MiB)", [[s.rss_mib for s in samples], [s.anon_mib for s in samples]], ["broker", "anonymous"]),
+        (
+            "C heap, Arrow (MiB)",
+            [[s.heap_in_use_mib for s in samples], [s.heap_free_mib for s in samples], [s.arrow_mib for s in samples]],
+            ["heap in use", "heap free", "Arrow"],
+        ),
         (
             "open fds / threads",
             [[float(s.open_fds) for s in samples], [float(s.threads) for s in samples]],

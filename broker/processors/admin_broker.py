@@ -7,6 +7,7 @@ from typing import Protocol
 import orjson
 
 from broker.context import HasConfig, HasHold, HasStats, HasStore, HasStoreConfig, HasTopics, HasTransactions
+from broker.memory import memory_use
 from rocketspark import __version__
 from rocketspark.remoting.body.kv import KVTable
 from rocketspark.remoting.codes import CURRENT_VERSION, RequestCode
@@ -36,7 +37,8 @@ class BrokerAdminProcessor:
         return response
 
     async def runtime_info(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        """`transactionHalfMessages` (ours): a JSON object, per topic the half messages not ended."""
+        """Ours besides RocketMQ's keys: `transactionHalfMessages`, a JSON object, per topic the half
+        messages not ended; `memory*`, what each allocator holds (`broker.memory.MemoryUse`)."""
         broker = self.broker
         store = broker.store
         appender = store.appender
@@ -57,4 +59,5 @@ class BrokerAdminProcessor:
             ).decode(),
         }
         table.update(broker.stats.as_table())
+        table.update(memory_use().as_table())
         return request.response(body=KVTable(table).to_json())

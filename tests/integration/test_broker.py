@@ -397,6 +397,10 @@ async def test_arrow_send_and_pull_are_counted(cluster, client) -> None:
     info = await admin.get_runtime_info(client, broker.address)
     assert int(info["arrowSendMessages"]) >= 500 and int(info["arrowPullMessages"]) >= 500
     assert int(info["standardPullMessages"]) >= 500
+    # Arrow allocates through the C library (broker.memory): its buffers are among the heap's blocks
+    arrow, in_use, mapped = (int(info[k]) for k in ("memoryArrowBytes", "memoryHeapInUseBytes", "memoryMappedBytes"))
+    assert 0 < arrow <= in_use + mapped, info
+    assert int(info["memoryHeapFreeBytes"]) >= 0 and int(info["memoryPythonBlocks"]) > 0
 
 
 async def test_arrow_codes_can_be_turned_off(servers: ServerFactory, client) -> None:

@@ -37,5 +37,6 @@ def test_two_minute_soak_loses_nothing_and_stays_bounded(tmp_path: Path) -> None
     before = [s for s in samples if s["broker_life"] == 1]
     after = [s for s in samples if s["broker_life"] == 2]
     assert before and after
+    assert all(s["heap_in_use_mib"] > 0 and s["heap_free_mib"] >= 0 for s in samples), samples
     assert max(s["open_fds"] for s in after) <= max(s["open_fds"] for s in before) + FD_MARGIN
     assert max(s["threads"] for s in after) <= max(s["threads"] for s in before) + THREAD_MARGIN
