@@ -31,21 +31,28 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
 import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
 
+def _libc_function(name: str) -> Any | None:
+    """The C library's function `name` (a ctypes function), or None when that library has none."""
+    try:
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c")), name)
+    except (OSError, AttributeError, TypeError):
+        return None
+
+
 def return_freed_memory() -> Callable[[], None]:
     """Route Arrow's allocations to the C library's allocator (call once, early); returns the
     function that gives that allocator's free pages back (a no-op without glibc's malloc_trim)."""
     pa.set_memory_pool(pa.system_memory_pool())
-    name = ctypes.util.find_library("c")
-    try:
-        malloc_trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError, TypeError):
-        log.debug("no malloc_trim in this C library (%s): freed heap pages stay with the process", name)
+    malloc_trim = _libc_function("malloc_trim")
+    if malloc_trim is None:
+        log.debug("no malloc_trim in this C library: freed heap pages stay with the process")
         return lambda: None
     malloc_trim.argtypes = [ctypes.c_size_t]
 
@@ -77,13 +84,12 @@ class _MallInfo2(ctypes.Structure):
 
 @functools.cache
 def _mallinfo2() -> Callable[[], _MallInfo2] | None:
-    try:
-        function = ctypes.CDLL(ctypes.util.find_library("c")).mallinfo2
-    except (OSError, AttributeError, TypeError):
+    function = _libc_function("mallinfo2")
+    if function is None:
         return None
     function.restype = _MallInfo2
     function.argtypes = []
-    return function
+    return cast(Callable[[], _MallInfo2], function)
 
 
 @dataclass(frozen=True, slots=True)
