@@ -1,4 +1,5 @@
-"""A recording proxy between the real client and our servers: what each side sent, frame by frame.
+"""A recording proxy between a client (the real C++ client, a Spark query) and our servers: what
+each side sent, frame by frame.
 
 The client is given :attr:`WireRecorder.namesrv_address` as its name server. Route answers
 (GET_ROUTEINFO_BY_TOPIC) are rewritten on the way back so that the broker's address in them names

@@ -14,9 +14,9 @@ from rocketspark.errors import ConfigError
 from rocketspark.spark.options import parse
 from rocketspark.spark.queue_view import QueueView
 from rocketspark.spark.stream_reader import IDLE_POLL_INTERVAL_S
+from tests.interop.wire import WireRecorder
 from tests.spark.cluster import two_brokers_on
 from tests.spark.queries import run_available_now, stream, wait_for
-from tests.spark.relay import counting_relay
 
 
 def total(offsets: str | None) -> int:
@@ -124,6 +124,10 @@ def test_available_now_reads_everything_under_a_minimum_and_keeps_the_cap(spark,
     assert sizes == [20, 10]  # the minimum would have held both batches for an hour
 
 
+def namesrv_requests(wire: WireRecorder) -> int:
+    return sum(1 for f in wire.frames if f.link == "namesrv" and f.from_client and not f.is_response)
+
+
 def test_a_stream_with_nothing_to_read_asks_the_name_servers_at_most_ten_times_a_second(
     spark, two_brokers, tmp_path: Path
 ) -> None:
@@ -132,8 +136,10 @@ def test_a_stream_with_nothing_to_read_asks_the_name_servers_at_most_ten_times_a
     brokers, the topic's route): about 30 plans a second unpaced here."""
     two_brokers.create_topic("IdleStream", queues=1)
     two_brokers.produce("IdleStream", 3)
-    with counting_relay(two_brokers.namesrv_addr) as relay:
-        frame = spark.readStream.format("rocketmq").option("nameserver", relay.address).option("topic", "IdleStream")
+    broker = next(iter(two_brokers.brokers.values()))
+    with WireRecorder(two_brokers.namesrv_addr, broker.address) as wire:
+        frame = spark.readStream.format("rocketmq").option("nameserver", wire.namesrv_address)
+        frame = frame.option("topic", "IdleStream")
         frame = frame.option("consumerGroup", "idle_group").option("startingOffsets", "earliest").load()
         query = (
             frame.writeStream.format("memory")
@@ -144,9 +150,9 @@ def test_a_stream_with_nothing_to_read_asks_the_name_servers_at_most_ten_times_a
         try:
             wait_for(lambda: spark.table("idle_stream").count() == 3, "the stream's first rows")
             time.sleep(1.0)  # idle by now
-            before, began = relay.frames, time.monotonic()
+            before, began = namesrv_requests(wire), time.monotonic()
             time.sleep(4.0)
-            per_second = (relay.frames - before) / (time.monotonic() - began)
+            per_second = (namesrv_requests(wire) - before) / (time.monotonic() - began)
             assert query.isActive, query.exception()
         finally:
             query.stop()
