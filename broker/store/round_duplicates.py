@@ -40,8 +40,9 @@ from broker.store.dedup import DuplicateWindow, StoredAt, deduplicated_topic, ke
 from broker.store.stored import Piece, StoredBatch, arrow_batches
 
 #: rounds of at most this many keys are checked one key at a time (numpy's fixed cost per call
-#: exceeds the per-key Python for them: a single send's check took 0.3 ms, now about 0.03 ms)
-SMALL_ROUND = 16
+#: exceeds the per-key Python for them: a single send's check took 0.3 ms, now about 0.03 ms;
+#: a round of 24 single sends, window and all, 156 µs one key at a time against 179 µs with numpy)
+SMALL_ROUND = 24
 
 #: a row of the round attempt being checked: (its send's index in the round, its row in that send)
 InRound = tuple[int, int]
@@ -96,6 +97,7 @@ class SendDuplicates:
 
 
 NO_DUPLICATES = SendDuplicates()
+_NO_COPIES = WindowCopies()
 
 
 @dataclass(slots=True)
@@ -219,7 +221,7 @@ async def settle(
         if lo == hi and not in_round and new_rows is None:
             decided.append(NO_DUPLICATES)
             continue
-        in_window = hits.take(slice(lo, hi))
+        in_window = hits.take(slice(lo, hi)) if lo < hi else _NO_COPIES
         kept = None
         if lo < hi or in_round:
             keep = np.ones(request.count, dtype=bool)

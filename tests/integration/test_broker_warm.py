@@ -18,7 +18,7 @@ from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, 
 from tests.harness import ServerFactory
 
 TOPIC = "WarmTopic"
-OVERLAPPING = 200  # sends in flight at once: the writer's rounds hold far more than SMALL_ROUND (16)
+OVERLAPPING = 200  # sends in flight at once: the writer's rounds hold far more than SMALL_ROUND (24)
 
 
 def imports_logged(text: str) -> list[str]:

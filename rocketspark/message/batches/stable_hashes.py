@@ -11,8 +11,10 @@ broker's duplicate window both use it.
 
 from __future__ import annotations
 
+import operator
 import struct
 import threading
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -78,18 +80,18 @@ def bytes_hash(value: bytes) -> int:
     """:func:`binary_hash` of one value, in Python integers: for the few keys of a small round,
     where numpy's fixed cost per call outweighs the arithmetic."""
     words = (len(value) + 7) // 8
-    keys = _word_keys(words)
-    padded = value + bytes(words * 8 - len(value))
-    total = sum(w * k for w, k in zip(struct.unpack(f"<{words}Q", padded), keys, strict=True))
+    unpack, keys = _word_layout(words)
+    total = sum(map(operator.mul, unpack(value.ljust(words * 8, b"\0")), keys))
     return mix64_int(total + len(value) * KEY_SEEDS[1] + GOLDEN)
 
 
 @lru_cache(maxsize=64)
-def _word_keys(words: int) -> list[int]:
-    """The first `words` keys of hash 0 as Python integers (keys of a given length are asked again
-    and again: unique keys all have the same few lengths)."""
+def _word_layout(words: int) -> tuple[Callable[[bytes], tuple[int, ...]], list[int]]:
+    """How to read `words` little-endian words, and the first `words` keys of hash 0 as Python
+    integers (keys of a given length are asked again and again: unique keys all have the same
+    few lengths)."""
     keys: list[int] = _position_keys(0, words)[:words].tolist()
-    return keys
+    return struct.Struct(f"<{words}Q").unpack, keys
 
 
 def binary_hash_and_lengths(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
