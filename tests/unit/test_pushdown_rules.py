@@ -19,6 +19,7 @@ from pyspark.sql.datasource import (
 )
 
 from rocketspark.message.queue import MessageQueue
+from rocketspark.spark import batch_reader as batch_reader_module
 from rocketspark.spark.batch_reader import PUSHDOWN_WORKER, RocketMQPushdownReader, batch_reader
 from rocketspark.spark.options import parse
 from rocketspark.spark.pushdown import Bounds, Pushed, narrow, push
@@ -128,12 +129,38 @@ def test_time_cut_keeps_every_matching_row_against_nearest_entry_lookups(times: 
             assert all(start[A0] <= i < end[A0] for i in wanted), (low, high, start, end)
 
 
-@pytest.mark.parametrize("name", [PUSHDOWN_WORKER, "__main__"])
-def test_the_reader_follows_pyspark_s_pushdown_worker_also_when_it_runs_as_main(name: str) -> None:
-    """With spark.python.use.daemon=false PySpark runs its worker as `python -m <module>`: its
-    `__name__` is `__main__` and only its `__spec__` names the module."""
+def reader_in_pushdown_worker(name: str) -> object:
+    """The reader `batch_reader` hands out when PySpark's pushdown worker (run as `name`) asks."""
     options = parse({"nameserver": "h:1", "topic": "T"}, streaming=False)
     worker = {"__name__": name, "__spec__": ModuleSpec(PUSHDOWN_WORKER, None), "batch_reader": batch_reader}
     exec("reader = batch_reader(options)", worker, scope := {"options": options})
-    assert isinstance(scope["reader"], RocketMQPushdownReader)
+    return scope["reader"]
+
+
+@pytest.mark.parametrize("name", [PUSHDOWN_WORKER, "__main__"])
+def test_the_reader_follows_pyspark_s_pushdown_worker_also_when_it_runs_as_main(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With spark.python.use.daemon=false PySpark runs its worker as `python -m <module>`: its
+    `__name__` is `__main__` and only its `__spec__` names the module. (As on a PySpark that keeps a
+    pushed read in its scan.)"""
+    monkeypatch.setattr(batch_reader_module, "SCAN_SCOPED_PUSHDOWN", True)
+    assert isinstance(reader_in_pushdown_worker(name), RocketMQPushdownReader)
+    options = parse({"nameserver": "h:1", "topic": "T"}, streaming=False)
     assert not isinstance(batch_reader(options), RocketMQPushdownReader)  # planned without pushdown
+
+
+def test_no_filter_is_taken_where_spark_shares_a_pushed_read_between_scans(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PySpark 4.x hands the read one scan pushed to every later scan of the DataFrame: the reader
+    its pushdown worker gets then has the base `pushFilters`, which gives every filter back, and
+    the worker logs why once."""
+    monkeypatch.setattr(batch_reader_module, "SCAN_SCOPED_PUSHDOWN", False)
+    batch_reader_module._warn_pushdown_off.cache_clear()
+    with caplog.at_level("WARNING", logger=batch_reader_module.__name__):
+        readers = [reader_in_pushdown_worker(PUSHDOWN_WORKER) for _ in range(2)]
+    assert not any(isinstance(reader, RocketMQPushdownReader) for reader in readers)
+    filters = [EqualTo(("queueId",), 1)]
+    assert all(list(reader.pushFilters(filters)) == filters for reader in readers)  # type: ignore[attr-defined]
+    assert [r.getMessage().count("SPARK-58551") for r in caplog.records] == [1]
