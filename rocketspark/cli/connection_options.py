@@ -16,6 +16,8 @@ from typing import Annotated, Any
 import typer
 
 from rocketspark.cli.common import state
+from rocketspark.errors import ConfigError
+from rocketspark.remoting.tls import require_tls_for_trust
 
 TLS_HELP = "connect to name servers and brokers over TLS, verifying their certificates"
 TLS_TRUST_HELP = (
@@ -62,8 +64,10 @@ def client_command(command: Callable[..., None]) -> Callable[..., None]:
         *args: Any, tls: bool = False, tls_trust: str | None = None, access_key: str | None = None, **kw: Any
     ) -> None:
         set_connection(tls, tls_trust, access_key)
-        if state.tls_trust is not None and not state.use_tls:
-            raise typer.BadParameter("--tls-trust needs --tls", param_hint="'--tls-trust'")
+        try:
+            require_tls_for_trust(state.use_tls, state.tls_trust, trust_name="--tls-trust", tls_name="--tls")
+        except ConfigError as exc:
+            raise typer.BadParameter(str(exc), param_hint="'--tls-trust'") from None
         command(*args, **kw)
 
     # typer reads the parameters from the signature and their types from the annotations

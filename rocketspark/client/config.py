@@ -10,7 +10,7 @@ from rocketspark.errors import ConfigError
 from rocketspark.message.ids import local_ip
 from rocketspark.remoting.client import split_address
 from rocketspark.remoting.signing import SessionCredentials
-from rocketspark.remoting.tls import TrustSetting
+from rocketspark.remoting.tls import TrustSetting, require_tls_for_trust
 from rocketspark.settings import require_positive
 
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
@@ -70,8 +70,7 @@ class ClientConfig:
             "request_timeout_ms",
             "connect_timeout_ms",
         )
-        if self.tls_trust is not None and not self.use_tls:
-            raise ConfigError("tls_trust needs use_tls=True")
+        require_tls_for_trust(self.use_tls, self.tls_trust)
 
 
 def client_config_for(

@@ -9,14 +9,13 @@ import ssl
 from typing import Protocol
 
 from rocketspark.aio import wait_until
-from rocketspark.errors import ConfigError
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S, Connection
 from rocketspark.remoting.errors import RemotingConnectError, RemotingTimeoutError, TlsHandshakeError
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.signing import AclClientRPCHook, SessionCredentials
-from rocketspark.remoting.tls import TrustSetting, client_context
+from rocketspark.remoting.tls import TrustSetting, client_context, require_tls_for_trust
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +67,7 @@ class RemotingClient:
             raise ValueError("give rpc_hook or credentials, not both")
         self.rpc_hook = AclClientRPCHook(credentials) if credentials is not None else rpc_hook
         self.processors = processors if processors is not None else ProcessorTable()
-        if tls_trust is not None and not use_tls:
-            raise ConfigError("tls_trust needs use_tls=True")
+        require_tls_for_trust(use_tls, tls_trust)
         self.tls: ssl.SSLContext | None = client_context(tls_trust) if use_tls else None
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s

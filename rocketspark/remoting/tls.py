@@ -114,6 +114,16 @@ TRUST_WORDS = {"system": TlsTrust.SYSTEM, "insecure": TlsTrust.ANY, "any": TlsTr
 TrustSetting = TlsTrust | str | Path | None
 
 
+def require_tls_for_trust(
+    use_tls: bool, trust: TrustSetting, *, trust_name: str = "tls_trust", tls_name: str = "use_tls=True"
+) -> None:
+    """The one rule for every interface: a trust setting means nothing without TLS, so it is an
+    error rather than a plain connection that looks verified. The names are the caller's own
+    spellings of the two settings (the client's keywords, the Spark options, the CLI's flags)."""
+    if trust is not None and not use_tls:
+        raise ConfigError(f"{trust_name} needs {tls_name}: set both, or neither for a plain connection")
+
+
 def client_context(trust: TrustSetting = None) -> ssl.SSLContext:
     """The context of a TLS client; `trust` None is :attr:`TlsTrust.SYSTEM`."""
     if isinstance(trust, str) and trust.strip().lower() in TRUST_WORDS:

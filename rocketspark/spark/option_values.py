@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping
 from rocketspark.client.config import parse_namesrv_addr
 from rocketspark.errors import ConfigError
 from rocketspark.remoting.signing import SessionCredentials
-from rocketspark.remoting.tls import client_context
+from rocketspark.remoting.tls import client_context, require_tls_for_trust
 
 #: the options that sign requests for brokers with ACL on (lower case); Spark's default
 #: spark.redaction.regex covers their names, and they are never logged
@@ -89,8 +89,7 @@ def tls_option(options: Mapping[str, str]) -> tuple[bool, str | None]:
     error here, before any connection."""
     use_tls = bool_option(options, "useTLS", False)
     trust = (options.get("tlstrust") or "").strip() or None
-    if trust is not None and not use_tls:
-        raise ConfigError("option tlsTrust needs useTLS=true")
+    require_tls_for_trust(use_tls, trust, trust_name="option tlsTrust", tls_name="useTLS=true")
     if use_tls:
         client_context(trust)
     return use_tls, trust
