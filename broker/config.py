@@ -9,6 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.flavor import Flavor
 from rocketspark.errors import ConfigError
 from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, check_frame_max_length
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S
@@ -27,6 +28,8 @@ class BrokerRole(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
+    # rocketspark, or apache: answer as Apache RocketMQ 4.9 does (broker/flavor.py)
+    flavor: Flavor = Flavor.rocketspark
     broker_name: str = "broker-a"
     broker_cluster_name: str = "DefaultCluster"
     broker_id: int = 0

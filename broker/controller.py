@@ -16,6 +16,7 @@ from broker.acl.watcher import POLL_INTERVAL_S, AclFileWatcher, accounts_file
 from broker.config import BrokerConfig
 from broker.consumer_manager import ConsumerGroupInfo, ConsumerManager
 from broker.consumer_offset_manager import ConsumerOffsetManager
+from broker.flavor import flavored
 from broker.processors.admin_broker import BrokerAdminProcessor
 from broker.processors.admin_offset import OffsetAdminProcessor
 from broker.processors.admin_topic import TopicAdminProcessor
@@ -62,6 +63,7 @@ class BrokerController:
         self, config: BrokerConfig, store_config: StoreConfig, *, trim_memory: Callable[[], None] | None = None
     ) -> None:
         """`trim_memory`: gives the allocator's free pages back to the OS; run every TRIM_MEMORY_INTERVAL_S."""
+        config, store_config = flavored(config, store_config)
         self.config = config
         self.store_config = store_config
         config_dir = store_config.store_path_root_dir / "config"

@@ -14,6 +14,7 @@ from pathlib import Path
 from broker.config import DEFAULT_PORT as BROKER_PORT
 from broker.config import BrokerConfig
 from broker.controller import BrokerController
+from broker.flavor import Flavor
 from broker.store.config import FlushDiskType, StoreConfig
 from namesrv.config import DEFAULT_PORT as NAMESRV_PORT
 from namesrv.config import NamesrvConfig
@@ -36,6 +37,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="holds namesrv/ and store/ (default: %(default)s)",
     )
     parser.add_argument("--flush", choices=("sync", "async"), default="async", help="flushDiskType")
+    parser.add_argument(
+        "--flavor",
+        choices=[flavor.name for flavor in Flavor],
+        default=Flavor.rocketspark.name,
+        help="the broker's flavor; apache answers as Apache RocketMQ 4.9 does (default: %(default)s)",
+    )
     parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS)
     return parser.parse_args(argv)
 
@@ -51,7 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     async def start() -> list[str]:
         await namesrv.start()
         broker = BrokerController(
-            BrokerConfig(namesrv_addr=namesrv.address, broker_ip1=args.host, listen_port=args.broker_port),
+            BrokerConfig(
+                flavor=Flavor[args.flavor],
+                namesrv_addr=namesrv.address,
+                broker_ip1=args.host,
+                listen_port=args.broker_port,
+            ),
             StoreConfig(
                 store_path_root_dir=args.data_dir / "store",
                 flush_disk_type=FlushDiskType.SYNC_FLUSH if args.flush == "sync" else FlushDiskType.ASYNC_FLUSH,

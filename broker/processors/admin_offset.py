@@ -1,12 +1,16 @@
 """Queue offsets and consumption progress: SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30),
 GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32), GET_CONSUME_STATS (208), and the extension
-QUEUE_BODY_BYTES (31003, off with arrowEnable=false like the other extensions)."""
+QUEUE_BODY_BYTES (31003, off with arrowEnable=false like the other extensions).
+
+The time search answers the first offset stored at or after the time; with flavor=apache, Apache
+4.9's nearest entry (broker.flavor.nearest_entry)."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 from broker.context import HasConfig, HasConsumerOffsets, HasStore, HasTopics
+from broker.flavor import Flavor, nearest_entry
 from rocketspark.message.queue import MessageQueue
 from rocketspark.remoting.body.stats import ConsumeStats, OffsetWrapper
 from rocketspark.remoting.codes import RequestCode
@@ -43,7 +47,17 @@ class OffsetAdminProcessor:
 
     async def search_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(SearchOffsetRequestHeader)
-        offset = await self.broker.store.offset_for_timestamp(header.topic, header.queue_id, header.timestamp)
+        store = self.broker.store
+        topic, queue_id = header.topic, header.queue_id
+        if self.broker.config.flavor is Flavor.apache:
+            offset = await nearest_entry(
+                lambda offset: store.store_time_at(topic, queue_id, offset),
+                store.min_offset(topic, queue_id),
+                store.max_offset(topic, queue_id),
+                header.timestamp,
+            )
+        else:
+            offset = await store.offset_for_timestamp(topic, queue_id, header.timestamp)
         return request.response(header=OffsetResponseHeader(offset))
 
     async def body_bytes(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:

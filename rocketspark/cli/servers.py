@@ -18,8 +18,8 @@ PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_
 def dev(ctx: typer.Context) -> None:
     """A name server and a broker in one process; prints their addresses and the data dir.
 
-    Flags: --host, --namesrv-port, --broker-port (0 picks a free port), --data-dir, --flush, --log-level
-    (`rocketspark dev --help` lists them). Stops on Ctrl-C or SIGTERM.
+    Flags: --host, --namesrv-port, --broker-port (0 picks a free port), --data-dir, --flush, --flavor,
+    --log-level (`rocketspark dev --help` lists them). Stops on Ctrl-C or SIGTERM.
     """
     from rocketspark import dev as embedded  # noqa: PLC0415 - the servers load only when run
 

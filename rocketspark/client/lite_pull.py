@@ -32,6 +32,7 @@ from rocketspark.client.puller import Pulled, QueuePuller
 from rocketspark.client.rebalance import Rebalancer
 from rocketspark.client.routes import subscribe_queues
 from rocketspark.client.start_offset import compute_start_offset
+from rocketspark.client.time_offsets import offset_for_time
 from rocketspark.client.undecodable import OneByOne
 from rocketspark.errors import DecodeError, RocketMQError, ValidationError
 from rocketspark.message.filter import build_subscription
@@ -452,10 +453,10 @@ class AsyncLitePullConsumer:
         await self.seek(queue, await offset_api.get_max_offset(instance.remoting, address, queue.topic, queue.queue_id))
 
     async def offset_for_timestamp(self, queue: MessageQueue, timestamp_ms: int) -> int:
-        """The first offset of `queue` stored at or after `timestamp_ms`."""
+        """The first offset of `queue` stored at or after `timestamp_ms` (max offset when none is), on any broker."""
         instance, _, _ = self._running()
         address = await instance.broker_address(queue.broker_name, queue.topic)
-        return await offset_api.search_offset(instance.remoting, address, queue.topic, queue.queue_id, timestamp_ms)
+        return await offset_for_time(instance.remoting, address, self.group, queue.topic, queue.queue_id, timestamp_ms)
 
     async def committed(self, queue: MessageQueue) -> int:
         """The group's committed offset of `queue` in its store; -1 when there is none."""

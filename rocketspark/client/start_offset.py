@@ -2,7 +2,8 @@
 
 The rules of Java's `RebalancePushImpl.computePullFromWhereWithException` (reference §5.3):
 a stored offset always wins; otherwise LAST_OFFSET starts at the queue's max offset (0 for retry
-topics), FIRST_OFFSET at 0, TIMESTAMP at the first message stored at or after the timestamp.
+topics), FIRST_OFFSET at 0, TIMESTAMP at the first message stored at or after the timestamp (on
+any broker: Java takes the broker's answer, which Apache gives as the entry nearest the time).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from rocketspark.client.api import offset as offset_api
 from rocketspark.client.instance import ClientInstance
 from rocketspark.client.offset_store import NO_OFFSET, OffsetStore, ReadOffsetType
+from rocketspark.client.time_offsets import offset_for_time
 from rocketspark.errors import QueryNotFoundError, RocketMQError
 from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import RETRY_GROUP_TOPIC_PREFIX
@@ -47,7 +49,7 @@ async def compute_start_offset(
     if consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
         if retry_topic:
             return await offset_api.get_max_offset(instance.remoting, address, queue.topic, queue.queue_id)
-        return await offset_api.search_offset(
-            instance.remoting, address, queue.topic, queue.queue_id, consume_timestamp_ms
+        return await offset_for_time(
+            instance.remoting, address, store.group, queue.topic, queue.queue_id, consume_timestamp_ms
         )
     raise QueryNotFoundError(f"no start offset rule for {consume_from_where}", code=ResponseCode.QUERY_NOT_FOUND)

@@ -19,6 +19,7 @@ from typing import TypeVar
 from rocketspark.client.api import offset as offset_api
 from rocketspark.client.api.common import call
 from rocketspark.client.routes import subscribe_queues
+from rocketspark.client.time_offsets import offset_for_time
 from rocketspark.errors import (
     ConfigError,
     RequestCodeNotSupportedError,
@@ -37,6 +38,7 @@ from rocketspark.remoting.extension import ExtensionCode
 from rocketspark.remoting.headers.queue_bytes import QueueBodyBytesRequestHeader, QueueBodyBytesResponseHeader
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
+from rocketspark.spark.reading import DEFAULT_READER_GROUP
 
 log = logging.getLogger(__name__)
 
@@ -203,11 +205,15 @@ class QueueView:
 
     def offsets_for_timestamps(self, timestamps: Mapping[MessageQueue, int]) -> dict[MessageQueue, int]:
         """The first offset of each queue stored at or after its own time (ms); the queue's max
-        offset where no message is that new."""
+        offset where no message is that new. Exact on any broker (`time_offsets.offset_for_time`
+        reads store times as the source's group, as its pulls do)."""
         remoting = self.client.remoting
-        return self._gather(
-            timestamps, lambda a, q: offset_api.search_offset(remoting, a, q.topic, q.queue_id, timestamps[q])
-        )
+        group = self.options.consumer_group or DEFAULT_READER_GROUP
+
+        def ask(address: str, queue: MessageQueue) -> Awaitable[int]:
+            return offset_for_time(remoting, address, group, queue.topic, queue.queue_id, timestamps[queue])
+
+        return self._gather(timestamps, ask)
 
     def body_bytes(self, ranges: Mapping[MessageQueue, tuple[int, int, int]]) -> dict[MessageQueue, int]:
         """For each queue's (start, end, max_bytes): the first offset past the messages from start

@@ -87,7 +87,9 @@ async def search_offset(
     timestamp_ms: int,
     timeout_s: float | None = None,
 ) -> int:
-    """The first offset stored at or after `timestamp_ms`."""
+    """The broker's answer for `timestamp_ms`: the bundled broker's is the first offset stored at
+    or after it, Apache's the entry nearest it; `rocketspark.client.time_offsets.offset_for_time`
+    turns either into the first offset stored at or after it."""
     header = SearchOffsetRequestHeader(topic, queue_id, timestamp_ms)
     response = await call(
         client, broker_addr, RemotingCommand.request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header), timeout_s
