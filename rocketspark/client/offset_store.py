@@ -29,6 +29,13 @@ NO_OFFSET = -1
 READ_ERROR = -2
 
 
+def advances(current: int | None, offset: int) -> bool:
+    """Whether `offset` moves a queue's progress on from `current` (None: none yet): the
+    increase-only rule of every offset store here, and of the Spark source's mirror of its
+    progress into the group's offsets."""
+    return current is None or offset > current
+
+
 class ReadOffsetType(enum.Enum):
     READ_FROM_MEMORY = "READ_FROM_MEMORY"
     READ_FROM_STORE = "READ_FROM_STORE"
@@ -41,8 +48,8 @@ class OffsetStore(ABC):
         self.table: dict[MessageQueue, int] = {}
 
     def update_offset(self, queue: MessageQueue, offset: int, *, increase_only: bool = True) -> None:
-        current = self.table.get(queue)
-        self.table[queue] = max(current, offset) if increase_only and current is not None else offset
+        if not increase_only or advances(self.table.get(queue), offset):
+            self.table[queue] = offset
 
     async def read_offset(self, queue: MessageQueue, read_type: ReadOffsetType) -> int:
         if read_type is not ReadOffsetType.READ_FROM_STORE:

@@ -4,26 +4,27 @@ As Java's DefaultMQProducer: a send that failed with a connection error or one o
 `RETRY_CODES` is tried again on another broker, up to `retry_times_when_send_failed` times, within one
 deadline shared by every attempt; a send to a fixed queue (explicit, or by sharding key) is not. A
 refusal of the broker's access control (AccessDeniedError) is raised at once; any other NO_PERMISSION
-(a topic whose write permission was wiped on that broker) is tried on another broker, as Java does. `SYSTEM_BUSY` is
-different: the broker refused without storing anything because it cannot keep up, so the send is tried
-again after an exponential backoff with jitter (as RocketMQ's clients back off when a broker asks for
-fewer requests), until the send's deadline rather than a number of times (a busy answer is a request to
-wait, not a failure), on another broker when there is one, on the same queue when the queue is fixed
-(order is kept: nothing was stored). A producer that holds its fixed queues (`hold_queue`, the Spark
-sink's) treats every retriable failure of a fixed-queue send so: tried again on the same queue, after
-the same backoff, until the deadline, refreshing the route after a connection failure so that a broker
-back on a new address is found.
+(a topic whose write permission was wiped on that broker) is tried on another broker, as Java does.
+`SYSTEM_BUSY` is different: the broker refused without storing anything because it cannot keep up,
+so the send is tried again after the client's backoff (`rocketspark.client.retry`: exponential with
+jitter, as RocketMQ's clients back off when a broker asks for fewer requests), until the send's
+deadline rather than a number of times (a busy answer is a request to wait, not a failure), on
+another broker when there is one, on the same queue when the queue is fixed (order is kept: nothing
+was stored). A producer that holds its fixed queues (`hold_queue`, the Spark sink's) treats every
+retriable failure of a fixed-queue send so: tried again on the same queue, after the same backoff,
+until the deadline, refreshing the route after a connection failure so that a broker back on a new
+address is found.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from rocketspark.client.retry import Backoff
 from rocketspark.errors import AccessDeniedError, BrokerNotAvailableError, ResponseError, RocketMQError
 from rocketspark.message.queue import MessageQueue
 from rocketspark.remoting.codes import ResponseCode
@@ -72,7 +73,7 @@ async def send_with_retries(
     deadline = time.monotonic() + timeout_s
     failures: list[str] = []
     avoid: str | None = None
-    pause_s = BUSY_BACKOFF_S
+    backoff = Backoff(BUSY_BACKOFF_S, BUSY_BACKOFF_MAX_S)
     retries_left = retries
     holding = hold_queue and fixed_queue
     while True:
@@ -95,9 +96,7 @@ async def send_with_retries(
                 await _refresh_quietly(refresh_route)
             if code == ResponseCode.SYSTEM_BUSY or holding:  # back off and try again until the deadline
                 avoid = None if fixed_queue else target.broker_name
-                jittered = pause_s * (0.5 + random.random() / 2)  # sends refused together do not return together
-                await asyncio.sleep(min(jittered, max(0.0, deadline - time.monotonic())))
-                pause_s = min(2 * pause_s, BUSY_BACKOFF_MAX_S)
+                await asyncio.sleep(min(backoff.pause_s(), max(0.0, deadline - time.monotonic())))
                 continue
             if fixed_queue or retries_left == 0:
                 break

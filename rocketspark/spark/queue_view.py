@@ -1,8 +1,10 @@
 """What the driver asks RocketMQ about the queues a source reads: their offsets and the group's.
 
-Every question to a broker is retried with backoff when it fails in a way that can pass (a broker
-restarting, a connection refused, a timeout), refreshing the topic's route in between so a broker
-that came back on another address is found; name-server questions fail over along the name-server
+It only reads (the group's offsets are written by `rocketspark.spark.offset_mirror`), through the
+process's `ClientInstance` and the client's RPCs (`rocketspark.client.api`). Every question to a
+broker is asked with the client's retry policy (`rocketspark.client.retry.ask_broker`: again after
+a backoff while it fails in a way that can pass, refreshing the topic's route in between so a broker
+that came back on another address is found); name-server questions fail over along the name-server
 list. A queue whose broker still cannot be reached after the retries is reported in `unreachable`
 instead of failing the whole question: the caller decides whether to wait for it (a stream) or to
 fail (a batch read).
@@ -12,12 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TypeVar
 
 from rocketspark.client.api import offset as offset_api
-from rocketspark.client.api.common import call
+from rocketspark.client.retry import ask_broker
 from rocketspark.client.routes import subscribe_queues
 from rocketspark.client.time_offsets import offset_for_time
 from rocketspark.errors import (
@@ -33,9 +34,6 @@ from rocketspark.remoting.body.route import ClusterInfo
 from rocketspark.remoting.body.topic import TopicList
 from rocketspark.remoting.codes import RequestCode, ResponseCode, code_name
 from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.errors import RemotingTimeoutError
-from rocketspark.remoting.extension import ExtensionCode
-from rocketspark.remoting.headers.queue_bytes import QueueBodyBytesRequestHeader, QueueBodyBytesResponseHeader
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.reading import DEFAULT_READER_GROUP
@@ -43,11 +41,6 @@ from rocketspark.spark.reading import DEFAULT_READER_GROUP
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-#: pauses between the attempts of one question to a broker, taken while the question has been
-#: failing for less than RETRY_WINDOW_S (then the queue counts as unreachable)
-RETRY_BACKOFF_S = (0.2, 0.5, 1.0)
-RETRY_WINDOW_S = 5.0
 
 
 class QueueView:
@@ -62,7 +55,7 @@ class QueueView:
     def __init__(self, options: SourceOptions, *, deadline: float | None = None) -> None:
         self.options = options
         #: time.monotonic() by which every question to a broker must be answered or given up on (a
-        #: wait bounded by pullTimeoutMs); None: each question has its own RETRY_WINDOW_S
+        #: wait bounded by pullTimeoutMs); None: each question has the retry policy's own window
         self.deadline = deadline
         self.client = cluster.source_instance(options)
         self.unreachable: dict[MessageQueue, str] = {}
@@ -118,40 +111,6 @@ class QueueView:
 
     # -- brokers ---------------------------------------------------------------------------------
 
-    async def _ask_broker(self, queue: MessageQueue, ask: Callable[[str], Awaitable[T]]) -> T:
-        """`ask(address)` of the queue's broker, retried with backoff while the failure can pass.
-
-        A refused connection is tried again after each pause; a broker that does not answer at all
-        (each attempt waits for the request timeout) gets fewer attempts within the window. With a
-        view's `deadline`, no attempt runs past it."""
-        attempt = 0
-        give_up = time.monotonic() + RETRY_WINDOW_S
-        if self.deadline is not None:
-            give_up = min(give_up, self.deadline)
-        while True:
-            try:
-                address = await self.client.broker_address(queue.broker_name, queue.topic)
-                return await self._before_deadline(ask(address), queue)
-            except RocketMQError as exc:
-                if not exc.retriable or attempt == len(RETRY_BACKOFF_S) or time.monotonic() >= give_up:
-                    raise
-                pause = RETRY_BACKOFF_S[attempt]
-                attempt += 1
-                log.info("asking broker %s about %s failed (%s); again in %.1f s", queue.broker_name, queue, exc, pause)
-            await asyncio.sleep(pause)
-            try:
-                await self.client.fetch_route(queue.topic)  # the broker may be back on another address
-            except RocketMQError as exc:
-                log.info("refreshing the route of %s failed: %s", queue.topic, exc)
-
-    async def _before_deadline(self, question: Awaitable[T], queue: MessageQueue) -> T:
-        """The question's answer; with the view's `deadline`, given up on at it."""
-        left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-        try:
-            return await asyncio.wait_for(question, left)
-        except TimeoutError:
-            raise RemotingTimeoutError(f"broker {queue.broker_name} did not answer for {queue} in time") from None
-
     def _gather(
         self, queues: Iterable[MessageQueue], ask: Callable[[str, MessageQueue], Awaitable[T]]
     ) -> dict[MessageQueue, T]:
@@ -165,7 +124,7 @@ class QueueView:
 
         async def one(queue: MessageQueue) -> T | RocketMQError:
             try:
-                return await self._ask_broker(queue, lambda address: ask(address, queue))
+                return await ask_broker(self.client, queue, lambda address: ask(address, queue), deadline=self.deadline)
             except RocketMQError as exc:
                 if not exc.retriable:
                     raise
@@ -222,11 +181,9 @@ class QueueView:
         without it (Apache RocketMQ, or arrowEnable=false) cannot say: ConfigError naming it."""
         remoting = self.client.remoting
 
-        async def ask(address: str, queue: MessageQueue) -> int:
+        def ask(address: str, queue: MessageQueue) -> Awaitable[int]:
             start, end, budget = ranges[queue]
-            header = QueueBodyBytesRequestHeader(queue.topic, queue.queue_id, start, end, budget)
-            response = await call(remoting, address, RemotingCommand.request(ExtensionCode.QUEUE_BODY_BYTES, header))
-            return response.decode_header(QueueBodyBytesResponseHeader).end_offset
+            return offset_api.body_bytes_end(remoting, address, queue.topic, queue.queue_id, start, end, budget)
 
         try:
             return self._gather(ranges, ask)
@@ -247,31 +204,7 @@ class QueueView:
 
         return self._gather(queues, ask)
 
-    def commit_group_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> set[MessageQueue]:
-        """Mirror offsets into the group's consumer offsets; returns the queues whose broker took them.
-
-        Failures are logged, never raised: the checkpoint, not the broker, is the source of truth,
-        and the caller tries the others again later."""
-        remoting = self.client.remoting
-
-        async def update(queue: MessageQueue) -> bool:
-            if queue.broker_name in self._silent:
-                return False
-            try:
-                await self._ask_broker(
-                    queue,
-                    lambda address: offset_api.update_consumer_offset(
-                        remoting, address, group, queue.topic, queue.queue_id, offsets[queue], oneway=False
-                    ),
-                )
-            except RocketMQError as exc:
-                log.warning("mirroring offset %d of %s to group %s failed: %s", offsets[queue], queue, group, exc)
-                if exc.retriable:
-                    self._silent[queue.broker_name] = str(exc)
-                return False
-            return True
-
-        async def every() -> list[bool]:
-            return await asyncio.gather(*(update(q) for q in sorted(offsets)))
-
-        return {q for q, ok in zip(sorted(offsets), cluster.run(every()), strict=True) if ok}
+    @property
+    def silent_brokers(self) -> frozenset[str]:
+        """The brokers that did not answer a question of this view."""
+        return frozenset(self._silent)

@@ -1,13 +1,14 @@
 """`RocketMQStreamReader`: micro-batches over the queues of the subscribed topics.
 
 Offsets live in Spark's checkpoint. The consumer group's offsets on the brokers mirror the query's
-progress (next offset to consume, increase-only as RemoteBrokerOffsetStore): the offsets a new query
-starts from, and the end of every batch once the next one is planned (Spark asks for the next batch
-only when the previous one is done). Spark's `commit(end)` is not used: it reports, one batch late,
-the same offsets the planning step just before it mirrored. A mirror a broker did not take is tried
-again at the next one; the last one of a `Trigger.AvailableNow` run is retried until it is taken or
-`pullTimeoutMs` passes. A queue that started over (its topic created again) is the one exception to
-increase-only: the group follows it back to where the query reads it from.
+progress (`rocketspark.spark.offset_mirror`: next offset to consume, increase-only as the offset
+stores): the offsets a new query starts from, and the end of every batch once the next one is
+planned (Spark asks for the next batch only when the previous one is done); planning itself only
+reads. Spark's `commit(end)` is not used: it reports, one batch late, the same offsets the planning
+step just before it mirrored. A mirror a broker did not take is tried again at the next one; the
+last one of a `Trigger.AvailableNow` run is retried until it is taken or `pullTimeoutMs` passes. A
+queue that started over (its topic created again) is the one exception to increase-only: the group
+follows it back to where the query reads it from.
 
 What the next batch takes is decided by `rocketspark.spark.planning`. A queue the query sees for the
 first time after it started gets its position from the starting option as of the query's start: a
@@ -38,6 +39,7 @@ from rocketspark.errors import RocketMQError
 from rocketspark.message.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark import offsets as offset_dicts
+from rocketspark.spark.offset_mirror import OffsetMirror
 from rocketspark.spark.options import Position, SourceOptions
 from rocketspark.spark.planning import BatchRules, Observed, observe, plan_batch, plan_partitions
 from rocketspark.spark.positions import require_named_queues, resolve
@@ -62,7 +64,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._started_at_ms: int | None = None  # when this run of the query started
         self._target: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow's end
         self._latest: offset_dicts.OffsetDict | None = None
-        self._mirrored: dict[MessageQueue, int] = {}  # what the brokers took
+        self._mirror = OffsetMirror(options, self._group())
         self._topics: set[str] = set(options.topics)
         self._clock: TriggerClock | None = None  # minMessagesPerTrigger's, see trigger_limits
         self._idle_since: float | None = None  # time.monotonic() of the last plan, when it found nothing
@@ -99,10 +101,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             require_named_queues(self.options.starting, queues, "startingOffsetsByTimestamp")
             start = resolve(view, queues, self.options.starting, self._group(), strict=True)
             if self.options.starting.position is Position.GROUP:
-                self._mirrored = dict(start)
+                self._mirror.assume(start)
             else:  # a new checkpoint moves the group to where the query starts, backwards too
-                self._mirrored = {}
-                self._mirror(view, start)
+                self._mirror.mirror(start, skip=view.silent_brokers)
             self._initial = offset_dicts.to_dict(start)
             log.info("query of group %s starts at %s", self._group(), self._initial)
         return self._initial
@@ -131,7 +132,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[Any, Any], limit: ReadLimit) -> dict[str, Any]:
         """The end of the next micro-batch. `start` is where the previous one ended, and it has
-        been processed: its offsets are mirrored to the group now (but for queues that started over).
+        been processed: once the batch is planned (reading only), its offsets are mirrored to the
+        group (but for queues that started over, which are mirrored to where they are read from).
 
         Queues that cannot be read now keep their offsets while the others go on; a
         Trigger.AvailableNow run that has nothing else left waits for them (`_wait_for_brokers`)."""
@@ -142,23 +144,28 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         planning_since = time.monotonic()
         view = QueueView(self.options)
         observed = self._observe(view, begin)
-        moved_back = set(observed.moved_back)  # their offsets in `begin` are of queues gone
-        processed = {q: o for q, o in begin.items() if q not in moved_back}
-        self._mirror(view, processed)
-        ends = self._plan(view, observed, limit)
-        if self._target is not None and ends == begin:  # an AvailableNow run would end with this answer
-            if observed.waiting:
-                view, observed = self._wait_for_brokers(begin, observed, planning_since)
-                ends = self._plan(view, observed, limit)
-            if ends == begin:
-                self._mirror_until_taken(processed)
+        ends, restarted = self._plan(view, observed, limit)
+        if self._target is not None and ends == begin and observed.waiting:  # the run would end unread
+            view, observed = self._wait_for_brokers(begin, observed, planning_since)
+            ends, more = self._plan(view, observed, limit)
+            restarted.update(more)
+        # offsets of queues gone (moved back), lost or read again from elsewhere are not the group's
+        left_out = {*observed.moved_back, *observed.lost, *restarted}
+        processed = {q: o for q, o in begin.items() if q not in left_out}
+        self._mirror.forget([*observed.lost, *restarted])
+        self._mirror.mirror({**processed, **restarted}, skip=view.silent_brokers)
+        if self._target is not None and ends == begin:
+            self._mirror.mirror_until_taken(processed)
         self._idle_since = planning_since if ends == begin else None
         return offset_dicts.to_dict(ends)
 
-    def _plan(self, view: QueueView, observed: Observed, limit: ReadLimit) -> dict[MessageQueue, int]:
-        """The next batch's end offsets for what `observed` saw. A queue that started over is read
-        from where the plan restarts it: the AvailableNow target and the group's offset follow it
-        there; so does the group's offset of a lost queue that comes back (placed as first seen)."""
+    def _plan(
+        self, view: QueueView, observed: Observed, limit: ReadLimit
+    ) -> tuple[dict[MessageQueue, int], dict[MessageQueue, int]]:
+        """The next batch's end offsets for what `observed` saw, and the queues that started over
+        with where the plan restarts them: the AvailableNow target follows them there (and the
+        caller's mirror moves the group's offset there, as for a lost queue that comes back,
+        placed as first seen)."""
         self._latest = offset_dicts.to_dict(observed.latest)
         if self._target is not None:
             for queue, offset in observed.latest.items():  # queues first seen during the run: what they hold now
@@ -172,19 +179,15 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             target=self._target,
         )
         plan = plan_batch(view, observed, rules)
-        for queue in [*observed.lost, *plan.restarted]:  # when read again, from where the plan puts them
-            self._mirrored.pop(queue, None)
-        if plan.restarted:
-            if self._target is not None:
-                self._target.update({q: observed.latest[q] for q in plan.restarted})
-            self._mirror(view, plan.restarted)
+        if plan.restarted and self._target is not None:
+            self._target.update({q: observed.latest[q] for q in plan.restarted})
         ends = plan.ends
         if not isinstance(limit, ReadAllAvailable):
             if self._target is None:
                 ends = self._hold_for_min(observed, ends)
             if self.options.trigger.max_bytes is not None:
                 ends = limit_bytes(observed.begin, ends, self.options.trigger.max_bytes, view.body_bytes)
-        return ends
+        return ends, dict(plan.restarted)
 
     def _hold_for_min(self, observed: Observed, ends: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
         """minMessagesPerTrigger with maxTriggerDelay: the queues read on keep their offsets while
@@ -237,31 +240,6 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if not observed.waiting:
                 view.deadline = None  # the batch is planned with this view: its questions take their time
                 return view, observed
-
-    def _mirror(self, view: QueueView, offsets: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
-        """Mirror processed offsets to the group (increase-only, as RemoteBrokerOffsetStore);
-        returns those no broker took yet (they are tried again next time)."""
-        pending = {q: o for q, o in offsets.items() if o > self._mirrored.get(q, -1)}
-        if not pending:
-            return {}
-        taken = view.commit_group_offsets(self._group(), pending)
-        self._mirrored.update({q: pending[q] for q in taken})
-        return {q: o for q, o in pending.items() if q not in taken}
-
-    def _mirror_until_taken(self, offsets: dict[MessageQueue, int]) -> None:
-        """The last mirror of an AvailableNow run (no later batch would retry it)."""
-        deadline = time.monotonic() + self.options.pull_timeout_ms / 1000
-        while left := self._mirror(QueueView(self.options, deadline=deadline), offsets):
-            if time.monotonic() >= deadline:
-                log.error(
-                    "the group %s's offsets of %s could not be updated for %d ms (pullTimeoutMs); RocketMQ's tools "
-                    "show more lag there than the query has (its checkpoint holds its position)",
-                    self._group(),
-                    ", ".join(map(str, left)),
-                    self.options.pull_timeout_ms,
-                )
-                return
-            time.sleep(WAIT_STEP_S)
 
     def partitions(self, start: dict[Any, Any], end: dict[Any, Any]) -> Sequence[InputPartition]:
         return plan_partitions(offset_dicts.from_dict(start), offset_dicts.from_dict(end), self.options.partitions)

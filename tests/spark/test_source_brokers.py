@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from rocketspark.client.retry import ASK_WINDOW_S
 from rocketspark.spark.options import parse
-from rocketspark.spark.queue_view import RETRY_WINDOW_S, QueueView
+from rocketspark.spark.queue_view import QueueView
 from tests.spark.cluster import Brokers, ends_of
 from tests.spark.queries import start_stream, stored_rows, stream, wait_for
 
@@ -100,4 +101,4 @@ def test_questions_to_a_frozen_broker_end_at_the_views_deadline(brokers: Brokers
         took = time.monotonic() - began
     assert [q.broker_name for q in answered] == ["broker-a"]
     assert [q.broker_name for q in view.unreachable] == ["broker-b"]
-    assert took < RETRY_WINDOW_S / 2, f"the view's questions took {took:.1f} s, past its deadline of 1 s"
+    assert took < ASK_WINDOW_S / 2, f"the view's questions took {took:.1f} s, past its deadline of 1 s"

@@ -1,4 +1,5 @@
-"""Offset RPCs: the group's committed offsets and the queue's min/max/time-indexed offsets."""
+"""Offset RPCs: the group's committed offsets, the queue's min/max/time-indexed offsets, and (the
+bundled broker's extension) the offset a budget of body bytes reaches."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from rocketspark.client.api.common import call
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.command import RemotingCommand
+from rocketspark.remoting.extension import ExtensionCode
 from rocketspark.remoting.headers.offset import (
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
@@ -14,6 +16,7 @@ from rocketspark.remoting.headers.offset import (
     TimestampResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocketspark.remoting.headers.queue_bytes import QueueBodyBytesRequestHeader, QueueBodyBytesResponseHeader
 
 
 async def query_consumer_offset(
@@ -103,3 +106,24 @@ async def earliest_store_time(
     request = RemotingCommand.request(RequestCode.GET_EARLIEST_MSG_STORETIME, QueueRequestHeader(topic, queue_id))
     response = await call(client, broker_addr, request, timeout_s)
     return response.decode_header(TimestampResponseHeader).timestamp
+
+
+async def body_bytes_end(
+    client: RemotingClient,
+    broker_addr: str,
+    topic: str,
+    queue_id: int,
+    start: int,
+    end: int,
+    max_bytes: int,
+    timeout_s: float | None = None,
+) -> int:
+    """The first offset past the messages from `start` whose stored body sizes add up to at most
+    `max_bytes` (at most `end`): QUEUE_BODY_BYTES (31003), which the bundled broker answers from the
+    sizes its queue entries carry; other brokers answer REQUEST_CODE_NOT_SUPPORTED
+    (RequestCodeNotSupportedError)."""
+    header = QueueBodyBytesRequestHeader(topic, queue_id, start, end, max_bytes)
+    response = await call(
+        client, broker_addr, RemotingCommand.request(ExtensionCode.QUEUE_BODY_BYTES, header), timeout_s
+    )
+    return response.decode_header(QueueBodyBytesResponseHeader).end_offset
