@@ -32,11 +32,10 @@ if TYPE_CHECKING:
         TransactionStatus,
     )
     from rocketspark.client.transaction_sync import TransactionProducer
-    from rocketspark.errors import AccessDeniedError, RocketMQError
+    from rocketspark.errors import AccessDeniedError, RocketMQError, TlsHandshakeError
     from rocketspark.message.message import Message, MessageExt
-    from rocketspark.message.queue import MessageQueue
-    from rocketspark.remoting.body.heartbeat import ConsumeFromWhere, MessageModel
-    from rocketspark.remoting.errors import TlsHandshakeError
+    from rocketspark.protocol.body.heartbeat import ConsumeFromWhere, MessageModel
+    from rocketspark.protocol.queue import MessageQueue
     from rocketspark.remoting.signing import SessionCredentials
     from rocketspark.remoting.tls import TlsTrust
 
@@ -63,10 +62,10 @@ _EXPORTS = {
     "RocketMQError": "rocketspark.errors",
     "Message": "rocketspark.message.message",
     "MessageExt": "rocketspark.message.message",
-    "MessageQueue": "rocketspark.message.queue",
-    "ConsumeFromWhere": "rocketspark.remoting.body.heartbeat",
-    "MessageModel": "rocketspark.remoting.body.heartbeat",
-    "TlsHandshakeError": "rocketspark.remoting.errors",
+    "MessageQueue": "rocketspark.protocol.queue",
+    "ConsumeFromWhere": "rocketspark.protocol.body.heartbeat",
+    "MessageModel": "rocketspark.protocol.body.heartbeat",
+    "TlsHandshakeError": "rocketspark.errors",
     "SessionCredentials": "rocketspark.remoting.signing",
     "TlsTrust": "rocketspark.remoting.tls",
 }

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 

@@ -36,9 +36,9 @@ from rocketspark.client.undecodable import OneByOne
 from rocketspark.errors import DecodeError, RocketMQError, ValidationError
 from rocketspark.message.filter import build_subscription
 from rocketspark.message.message import MessageExt
-from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import validate_topic
-from rocketspark.remoting.body.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from rocketspark.protocol.body.heartbeat import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.remoting.tls import TrustSetting
 from rocketspark.service import PeriodicService

@@ -19,7 +19,7 @@ from rocketspark.client.api import offset as offset_api
 from rocketspark.client.instance import ClientInstance
 from rocketspark.errors import RocketMQError
 from rocketspark.fileutil import write_atomically
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 

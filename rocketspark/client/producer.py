@@ -38,7 +38,6 @@ from rocketspark.message.ids import UniqueIdGenerator
 from rocketspark.message.message import Message
 from rocketspark.message.properties import codec as props
 from rocketspark.message.properties.columns import encode_properties_column
-from rocketspark.message.queue import MessageQueue
 from rocketspark.message.records.batch_body import encode_batch_body
 from rocketspark.message.validation import (
     AUTO_CREATE_TOPIC_KEY,
@@ -46,9 +45,10 @@ from rocketspark.message.validation import (
     validate_body,
     validate_send_topic,
 )
-from rocketspark.remoting.body.route import TopicRouteData
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.headers.send import SendMessageRequestHeader
+from rocketspark.protocol.body.route import TopicRouteData
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.headers.send import SendMessageRequestHeader
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.remoting.tls import TrustSetting
 

@@ -16,20 +16,19 @@ import pyarrow.compute as pc
 
 from rocketspark.client.api.pull import PullResult, PullStatus, pull_message
 from rocketspark.client.instance import ClientInstance
-from rocketspark.errors import RequestCodeNotSupportedError
+from rocketspark.errors import ProtocolError, RequestCodeNotSupportedError
 from rocketspark.message.batches.columns import decompress_bodies
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.filter import parse_tag_expression
 from rocketspark.message.message import MessageExt
-from rocketspark.message.queue import MessageQueue
 from rocketspark.message.records.decoding import decode_records, decode_records_to_batch
-from rocketspark.remoting.errors import ProtocolError
-from rocketspark.remoting.headers.pull import (
+from rocketspark.protocol.headers.pull import (
     FLAG_COMMIT_OFFSET,
     FLAG_SUBSCRIPTION,
     FLAG_SUSPEND,
     PullMessageRequestHeader,
 )
+from rocketspark.protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 

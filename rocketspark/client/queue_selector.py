@@ -7,7 +7,7 @@ import random
 from collections.abc import Sequence
 
 from rocketspark.message.hashing import java_string_hash
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 
 class RoundRobinSelector:

@@ -9,8 +9,8 @@ from rocketspark.client.api import client_manage
 from rocketspark.client.instance import ClientInstance
 from rocketspark.client.routes import master_addresses, subscribe_queues
 from rocketspark.errors import RocketMQError
-from rocketspark.message.queue import MessageQueue
-from rocketspark.remoting.body.heartbeat import MessageModel
+from rocketspark.protocol.body.heartbeat import MessageModel
+from rocketspark.protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 

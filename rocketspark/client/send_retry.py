@@ -24,10 +24,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from rocketspark.errors import AccessDeniedError, BrokerNotAvailableError, ResponseError, RocketMQError
-from rocketspark.message.queue import MessageQueue
-from rocketspark.remoting.codes import ResponseCode
-from rocketspark.remoting.errors import RemotingError, RemotingTimeoutError
+from rocketspark.errors import (
+    AccessDeniedError,
+    BrokerNotAvailableError,
+    RemotingError,
+    RemotingTimeoutError,
+    ResponseError,
+    RocketMQError,
+)
+from rocketspark.protocol.codes import ResponseCode
+from rocketspark.protocol.queue import MessageQueue
 
 T = TypeVar("T")
 

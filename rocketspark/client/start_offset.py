@@ -11,10 +11,10 @@ from rocketspark.client.api import offset as offset_api
 from rocketspark.client.instance import ClientInstance
 from rocketspark.client.offset_store import NO_OFFSET, OffsetStore, ReadOffsetType
 from rocketspark.errors import QueryNotFoundError, RocketMQError
-from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import RETRY_GROUP_TOPIC_PREFIX
-from rocketspark.remoting.body.heartbeat import ConsumeFromWhere
-from rocketspark.remoting.codes import ResponseCode
+from rocketspark.protocol.body.heartbeat import ConsumeFromWhere
+from rocketspark.protocol.codes import ResponseCode
+from rocketspark.protocol.queue import MessageQueue
 
 _FROM_LAST = {
     ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,

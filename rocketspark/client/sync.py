@@ -18,7 +18,7 @@ from rocketspark.client.push.consumer import DROP_WAIT_S, POOL_SHUTDOWN_WAIT_S, 
 from rocketspark.client.push.listeners import ConcurrentListener, OrderlyListener
 from rocketspark.client.push.process_queue import Backlog
 from rocketspark.message.message import Message
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.sync import EventLoopThread
 
 T = TypeVar("T")

@@ -28,10 +28,10 @@ from rocketspark.message import sysflag
 from rocketspark.message.ids import decode_offset_msg_id
 from rocketspark.message.message import Message, MessageExt
 from rocketspark.message.properties import codec as props
-from rocketspark.message.queue import MessageQueue
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.transaction import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.headers.transaction import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from rocketspark.client.transaction import (
     TransactionStatus,
 )
 from rocketspark.message.message import Message
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 
 class TransactionProducer(_Blocking):

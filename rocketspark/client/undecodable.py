@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from rocketspark.errors import DecodeError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from pyspark.sql.datasource import InputPartition
 
 from rocketspark.client.allocation import averagely_by_index
 from rocketspark.errors import DataLossError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark.splitting import QueueRange, split_ranges
 
 log = logging.getLogger(__name__)

@@ -21,20 +21,20 @@ from rocketspark.client.api.common import call
 from rocketspark.client.routes import subscribe_queues
 from rocketspark.errors import (
     ConfigError,
+    RemotingTimeoutError,
     RequestCodeNotSupportedError,
     ResponseError,
     RocketMQError,
     TopicNotExistError,
 )
-from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import is_system_topic
-from rocketspark.remoting.body.route import ClusterInfo
-from rocketspark.remoting.body.topic import TopicList
-from rocketspark.remoting.codes import RequestCode, ResponseCode, code_name
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.errors import RemotingTimeoutError
-from rocketspark.remoting.extension import ExtensionCode
-from rocketspark.remoting.headers.queue_bytes import QueueBodyBytesRequestHeader, QueueBodyBytesResponseHeader
+from rocketspark.protocol.body.route import ClusterInfo
+from rocketspark.protocol.body.topic import TopicList
+from rocketspark.protocol.codes import RequestCode, ResponseCode, code_name
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.extension import ExtensionCode
+from rocketspark.protocol.headers.queue_bytes import QueueBodyBytesRequestHeader, QueueBodyBytesResponseHeader
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
 

@@ -11,7 +11,7 @@ from rocketspark.client.allocation import (
     averagely_by_index,
     strategy,
 )
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 
 def queues(n: int, brokers: tuple[str, ...] = ("broker-a",)) -> list[MessageQueue]:

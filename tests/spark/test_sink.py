@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from rocketspark import Producer
 from rocketspark.client.queue_selector import select_by_key
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from tests.harness import ServerFactory
 from tests.spark.cluster import SparkCluster
 

@@ -22,7 +22,7 @@ from rocketspark.client.config import ClientConfig
 from rocketspark.client.sync import LitePullConsumer, shared_loop
 from rocketspark.client.transaction import AsyncTransactionProducer
 from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from rocketspark.remoting.body.heartbeat import ConsumeFromWhere
+from rocketspark.protocol.body.heartbeat import ConsumeFromWhere
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.spark.sink_options import DEFAULT_TRANSACTIONAL_GROUP
 from rocketspark.spark.transactional.listener import RecordListener

@@ -16,7 +16,7 @@ from rocketspark.client.transaction import AsyncTransactionProducer, Transaction
 from rocketspark.message.message import Message
 from rocketspark.message.validation import TRANS_HALF_TOPIC
 from rocketspark.processes import wait_registered
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all

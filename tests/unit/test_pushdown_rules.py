@@ -18,7 +18,7 @@ from pyspark.sql.datasource import (
     StringContains,
 )
 
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark.batch_reader import PUSHDOWN_WORKER, RocketMQPushdownReader, batch_reader
 from rocketspark.spark.options import parse
 from rocketspark.spark.pushdown import Bounds, Pushed, narrow, push

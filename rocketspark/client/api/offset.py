@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from rocketspark.client.api.common import call
-from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.offset import (
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.offset import (
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
     QueueRequestHeader,
@@ -14,6 +13,7 @@ from rocketspark.remoting.headers.offset import (
     TimestampResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocketspark.remoting.client import RemotingClient
 
 
 async def query_consumer_offset(

@@ -22,7 +22,7 @@ from rocketspark.client.push.listeners import ConsumeOrderlyStatus, OrderlyListe
 from rocketspark.client.push.options import PushOptions
 from rocketspark.client.push.process_queue import ProcessQueue
 from rocketspark.message.message import MessageExt
-from rocketspark.remoting.body.heartbeat import MessageModel
+from rocketspark.protocol.body.heartbeat import MessageModel
 
 log = logging.getLogger(__name__)
 

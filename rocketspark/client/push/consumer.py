@@ -47,9 +47,9 @@ from rocketspark.client.start_offset import compute_start_offset
 from rocketspark.errors import RocketMQError, TopicNotExistError, ValidationError
 from rocketspark.message.filter import build_subscription
 from rocketspark.message.message import MessageExt
-from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import retry_topic, validate_topic
-from rocketspark.remoting.body.heartbeat import ConsumerData, ConsumeType, MessageModel
+from rocketspark.protocol.body.heartbeat import ConsumerData, ConsumeType, MessageModel
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.remoting.tls import TrustSetting
 from rocketspark.service import PeriodicService

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from rocketspark.message.message import MessageExt
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 

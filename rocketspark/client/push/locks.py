@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from rocketspark.client.api import client_manage
 from rocketspark.client.instance import ClientInstance
 from rocketspark.errors import RocketMQError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 

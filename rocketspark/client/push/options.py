@@ -10,7 +10,7 @@ from typing import Any
 from rocketspark.client import allocation
 from rocketspark.errors import ValidationError
 from rocketspark.message.validation import DEFAULT_MAX_RECONSUME_TIMES
-from rocketspark.remoting.body.heartbeat import ConsumeFromWhere, MessageModel
+from rocketspark.protocol.body.heartbeat import ConsumeFromWhere, MessageModel
 
 
 @dataclass(frozen=True, slots=True)

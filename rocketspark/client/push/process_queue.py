@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from rocketspark.message.message import MessageExt
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 #: a broker lock the client has not renewed for this long is no longer trusted (Java: 30 s)
 LOCK_MAX_LIVE_S = 30.0

@@ -29,7 +29,7 @@ from rocketspark.client.push.process_queue import ProcessQueue
 from rocketspark.client.undecodable import OneByOne
 from rocketspark.errors import DecodeError, RocketMQError
 from rocketspark.message.message import MessageExt
-from rocketspark.remoting.body.heartbeat import MessageModel
+from rocketspark.protocol.body.heartbeat import MessageModel
 
 log = logging.getLogger(__name__)
 

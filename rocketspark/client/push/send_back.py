@@ -19,7 +19,7 @@ from rocketspark.errors import RocketMQError
 from rocketspark.message.message import MessageExt
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import AUTO_CREATE_TOPIC_KEY, FIRST_RETRY_DELAY_LEVEL, retry_topic
-from rocketspark.remoting.headers.send import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from rocketspark.protocol.headers.send import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 
 log = logging.getLogger(__name__)
 

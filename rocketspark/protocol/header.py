@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Self
 
-from rocketspark.remoting.errors import HeaderFieldError
-from rocketspark.remoting.schema import WireField, parse_text, wire_fields
+from rocketspark.errors import HeaderFieldError
+from rocketspark.protocol.schema import WireField, parse_text, wire_fields
 
 
 def _encoder(cls: type) -> Callable[[Any], dict[str, str]]:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from rocketspark.remoting.body.jsonbody import JsonBody, loads
-from rocketspark.remoting.body.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketspark.protocol.body.jsonbody import JsonBody, loads
+from rocketspark.protocol.body.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 _INT = struct.Struct(">i")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from rocketspark.remoting.body.jsonbody import JsonBody, loads
+from rocketspark.protocol.body.jsonbody import JsonBody, loads
 
 
 class Perm:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from rocketspark.remoting.body.jsonbody import JsonBody
-from rocketspark.remoting.schema import wire
+from rocketspark.protocol.body.jsonbody import JsonBody
+from rocketspark.protocol.schema import wire
 
 SUBSCRIBE_ALL = "*"
 

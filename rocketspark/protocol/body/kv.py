@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rocketspark.remoting.body.jsonbody import JsonBody
+from rocketspark.protocol.body.jsonbody import JsonBody
 
 
 @dataclass(slots=True)

@@ -1,4 +1,8 @@
-"""`MessageQueue`: one queue of a topic on one broker."""
+"""`MessageQueue`: one queue of a topic on one broker.
+
+A wire type: JSON bodies carry it as `{"brokerName", "queueId", "topic"}` (lock requests, queue-keyed
+statistics), and everything above the protocol (messages, clients, the broker, Spark) uses it too.
+"""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from typing import Any, Self
 
 import orjson
 
-from rocketspark.message.queue import MessageQueue
-from rocketspark.remoting.body.jsonbody import JsonBody, loads
+from rocketspark.protocol.body.jsonbody import JsonBody, loads
+from rocketspark.protocol.queue import MessageQueue
 
 
 def _mq_keyed_json(table: dict[MessageQueue, JsonBody], extra: dict[str, Any]) -> bytes:

@@ -7,8 +7,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from rocketspark.remoting.codes import CURRENT_VERSION, LanguageCode, ResponseCode
-from rocketspark.remoting.header import CommandHeader
+from rocketspark.protocol.codes import CURRENT_VERSION, LanguageCode, ResponseCode
+from rocketspark.protocol.header import CommandHeader
 
 RPC_TYPE_RESPONSE = 0x1
 RPC_ONEWAY = 0x2

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rocketspark.message.queue import MessageQueue
-from rocketspark.remoting.body.jsonbody import JsonBody
-from rocketspark.remoting.schema import wire
+from rocketspark.protocol.body.jsonbody import JsonBody
+from rocketspark.protocol.queue import MessageQueue
+from rocketspark.protocol.schema import wire
 
 
 @dataclass(slots=True)

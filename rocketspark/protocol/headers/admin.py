@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocketspark.remoting.header import CommandHeader
+from rocketspark.protocol.header import CommandHeader
 
 
 @dataclass(slots=True)

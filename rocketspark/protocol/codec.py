@@ -21,10 +21,9 @@ from typing import Any, cast
 
 import orjson
 
-from rocketspark.errors import ConfigError
-from rocketspark.remoting.codes import LanguageCode, SerializeType
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.errors import ProtocolError
+from rocketspark.errors import ConfigError, ProtocolError
+from rocketspark.protocol.codes import LanguageCode, SerializeType
+from rocketspark.protocol.command import RemotingCommand
 
 DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
 #: the smallest frame cap a server may be given: room for any header and a useful body

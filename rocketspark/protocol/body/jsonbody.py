@@ -1,7 +1,7 @@
 """Declarative JSON bodies and the one reader for the JSON dialect of Java's fastjson.
 
 A body is a dataclass deriving from :class:`JsonBody`; its fields map to camelCase keys (see
-:mod:`rocketspark.remoting.schema`). Java enums travel by name; ordinals are accepted on input,
+:mod:`rocketspark.protocol.schema`). Java enums travel by name; ordinals are accepted on input,
 as C++ clients send them. Nested values may be bodies or any class with `to_dict`/`from_dict`.
 Unknown keys are ignored and `None` fields are omitted, as fastjson does. Output is standard
 JSON with string map keys, which Java's fastjson also reads.
@@ -16,7 +16,7 @@ from typing import Any, Self
 
 import orjson
 
-from rocketspark.remoting.schema import WireField, strip_optional, wire_fields
+from rocketspark.protocol.schema import WireField, strip_optional, wire_fields
 
 
 def normalise_fastjson(text: str) -> str:

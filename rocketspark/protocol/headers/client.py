@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rocketspark.remoting.header import CommandHeader
-from rocketspark.remoting.schema import wire
+from rocketspark.protocol.header import CommandHeader
+from rocketspark.protocol.schema import wire
 
 
 @dataclass(slots=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rocketspark.remoting.body.jsonbody import JsonBody
-from rocketspark.remoting.body.topic import Perm
+from rocketspark.protocol.body.jsonbody import JsonBody
+from rocketspark.protocol.body.topic import Perm
 
 MASTER_ID = 0
 
