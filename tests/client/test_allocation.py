@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketspark.client.allocation import (
+from rocketspark.client.consumer.allocation import (
     ConsistentHashAllocator,
     allocate_averagely,
     allocate_averagely_by_circle,

@@ -11,9 +11,9 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from rocketspark.client.allocation import averagely_by_index
 from rocketspark.client.api import admin, offset
 from rocketspark.client.api.route import get_route
+from rocketspark.client.consumer.allocation import averagely_by_index
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory

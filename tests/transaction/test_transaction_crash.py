@@ -12,7 +12,7 @@ import pytest
 from rocketspark.client.api import admin
 from rocketspark.client.api.offset import get_max_offset
 from rocketspark.client.config import ClientConfig
-from rocketspark.client.transaction import AsyncTransactionProducer, TransactionStatus
+from rocketspark.client.producer.transaction import AsyncTransactionProducer, TransactionStatus
 from rocketspark.message.message import Message
 from rocketspark.message.validation import TRANS_HALF_TOPIC
 from rocketspark.processes import wait_registered

@@ -10,7 +10,7 @@ import pytest
 
 from rocketspark.client.api import admin
 from rocketspark.client.api.offset import get_max_offset
-from rocketspark.client.transaction import AsyncTransactionProducer, TransactionStatus
+from rocketspark.client.producer.transaction import AsyncTransactionProducer, TransactionStatus
 from rocketspark.message.message import Message
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC

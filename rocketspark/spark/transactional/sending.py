@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from rocketspark.client.transaction import AsyncTransactionProducer, HalfMessage, TransactionStatus
+from rocketspark.client.producer.transaction import AsyncTransactionProducer, HalfMessage, TransactionStatus
 from rocketspark.errors import RocketMQError, ValidationError
 from rocketspark.message.message import Message
 from rocketspark.protocol.queue import MessageQueue

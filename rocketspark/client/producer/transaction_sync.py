@@ -1,18 +1,18 @@
-"""`TransactionProducer`: the blocking twin of AsyncTransactionProducer (rocketspark/client/transaction.py)."""
+"""`TransactionProducer`: the blocking twin of AsyncTransactionProducer (rocketspark/client/producer/transaction.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rocketspark.client.api.send import SendResult
-from rocketspark.client.sync import GRACE_S, _Blocking
-from rocketspark.client.transaction import (
+from rocketspark.client.producer.transaction import (
     AsyncTransactionProducer,
     HalfMessage,
     TransactionListener,
     TransactionSendResult,
     TransactionStatus,
 )
+from rocketspark.client.sync import GRACE_S, _Blocking
 from rocketspark.message.message import Message
 from rocketspark.protocol.queue import MessageQueue
 

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocketspark.client.api.pull import PullStatus
-from rocketspark.client.offset_store import OffsetStore
-from rocketspark.client.puller import QueuePuller
-from rocketspark.client.push.options import PushOptions
-from rocketspark.client.push.process_queue import ProcessQueue
-from rocketspark.client.undecodable import OneByOne
+from rocketspark.client.consumer.offset_store import OffsetStore
+from rocketspark.client.consumer.puller import QueuePuller
+from rocketspark.client.consumer.push.options import PushOptions
+from rocketspark.client.consumer.push.process_queue import ProcessQueue
+from rocketspark.client.consumer.undecodable import OneByOne
 from rocketspark.errors import DecodeError, RocketMQError
 from rocketspark.message.message import MessageExt
 from rocketspark.protocol.body.heartbeat import MessageModel

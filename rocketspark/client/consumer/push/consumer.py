@@ -11,7 +11,7 @@ persisted every `persist_consumer_offset_interval_ms` of the client config and a
 brokers in CLUSTERING, to a local file in BROADCASTING.
 
 In CLUSTERING the group also consumes its retry topic, %RETRY%<group>, where the broker redelivers
-the messages a listener failed (rocketspark/client/push/send_back.py).
+the messages a listener failed (rocketspark/client/consumer/push/send_back.py).
 """
 
 from __future__ import annotations
@@ -24,26 +24,25 @@ import logging
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 
 from rocketspark.aio import wait_until
-from rocketspark.client import allocation
 from rocketspark.client.config import ClientConfig, client_config_for
+from rocketspark.client.consumer import allocation
+from rocketspark.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from rocketspark.client.consumer.puller import QueuePuller
+from rocketspark.client.consumer.push.consume_concurrently import ConcurrentConsumeService
+from rocketspark.client.consumer.push.consume_orderly import OrderlyConsumeService
+from rocketspark.client.consumer.push.listeners import ConcurrentListener, OrderlyListener
+from rocketspark.client.consumer.push.locks import QueueLocks
+from rocketspark.client.consumer.push.options import PushOptions
+from rocketspark.client.consumer.push.process_queue import Backlog, ProcessQueue
+from rocketspark.client.consumer.push.pull_service import PullService
+from rocketspark.client.consumer.push.send_back import MessageReturner, restore_original_topics
+from rocketspark.client.consumer.rebalance import Rebalancer
+from rocketspark.client.consumer.start_offset import compute_start_offset
 from rocketspark.client.instance import ClientInstance, ConsumerRegistration, unique_instance_name
-from rocketspark.client.lifecycle import Lifecycle, ServiceState
-from rocketspark.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
-from rocketspark.client.puller import QueuePuller
-from rocketspark.client.push.consume_concurrently import ConcurrentConsumeService
-from rocketspark.client.push.consume_orderly import OrderlyConsumeService
-from rocketspark.client.push.listeners import ConcurrentListener, OrderlyListener
-from rocketspark.client.push.locks import QueueLocks
-from rocketspark.client.push.options import PushOptions
-from rocketspark.client.push.process_queue import Backlog, ProcessQueue
-from rocketspark.client.push.pull_service import PullService
-from rocketspark.client.push.send_back import MessageReturner, restore_original_topics
-from rocketspark.client.rebalance import Rebalancer
-from rocketspark.client.start_offset import compute_start_offset
+from rocketspark.client.lifecycle import AsyncClient, Lifecycle, ServiceState
 from rocketspark.errors import RocketMQError, TopicNotExistError, ValidationError
 from rocketspark.message.filter import build_subscription
 from rocketspark.message.message import MessageExt
@@ -99,8 +98,8 @@ class _Running:
     executor: concurrent.futures.ThreadPoolExecutor
 
 
-class AsyncPushConsumer:
-    """A push consumer for asyncio code; options are :class:`~rocketspark.client.push.options.PushOptions`.
+class AsyncPushConsumer(AsyncClient):
+    """A push consumer for asyncio code; options are :class:`~rocketspark.client.consumer.push.options.PushOptions`.
 
     Without `client_config`, each consumer gets an instance name (and so a client id) of its own,
     `pid#nanotime`: two consumers of one group in one process are two members of the group.
@@ -280,15 +279,6 @@ class AsyncPushConsumer:
                 "push consumer %s: listeners still running %.0f s after shutdown", self.group, POOL_SHUTDOWN_WAIT_S
             )
         log.info("push consumer %s shut down", self.group)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
 
     def _parts(self) -> _Running:
         self._lifecycle.require_running()

@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from rocketspark.aio import finish_or_cancel
-from rocketspark.client.offset_store import OffsetStore
-from rocketspark.client.push.listeners import ConsumeOrderlyStatus, OrderlyListener, invoke
-from rocketspark.client.push.options import PushOptions
-from rocketspark.client.push.process_queue import ProcessQueue
+from rocketspark.client.consumer.offset_store import OffsetStore
+from rocketspark.client.consumer.push.listeners import ConsumeOrderlyStatus, OrderlyListener, invoke
+from rocketspark.client.consumer.push.options import PushOptions
+from rocketspark.client.consumer.push.process_queue import ProcessQueue
 from rocketspark.message.message import MessageExt
 from rocketspark.protocol.body.heartbeat import MessageModel
 

@@ -13,8 +13,7 @@ import logging
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -23,10 +22,10 @@ import pyarrow.compute as pc
 from rocketspark.client.api.send import SendResult, send_arrow, send_message, send_oneway
 from rocketspark.client.config import ClientConfig, client_config_for
 from rocketspark.client.instance import ClientInstance
-from rocketspark.client.lifecycle import Lifecycle, ServiceState
-from rocketspark.client.queue_selector import RoundRobinSelector, select_by_key
+from rocketspark.client.lifecycle import AsyncClient, Lifecycle, ServiceState
+from rocketspark.client.producer.queue_selector import RoundRobinSelector, select_by_key
+from rocketspark.client.producer.send_retry import send_with_retries
 from rocketspark.client.routes import publish_queues, with_queue_limit
-from rocketspark.client.send_retry import send_with_retries
 from rocketspark.errors import (
     RequestCodeNotSupportedError,
     TopicNotExistError,
@@ -61,7 +60,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 ARROW_REQUEST_BYTES = 8 * 1024 * 1024
 
 
-class AsyncProducer:
+class AsyncProducer(AsyncClient):
     def __init__(
         self,
         group: str,
@@ -132,15 +131,6 @@ class AsyncProducer:
         self._lifecycle.state = ServiceState.SHUTDOWN_ALREADY
         await self.instance.unregister_producer(self.group)
         await self.instance.release()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
 
     @property
     def running(self) -> bool:
@@ -285,7 +275,7 @@ class AsyncProducer:
         timeout_ms: int | None,
         attempt: Callable[[ClientInstance, MessageQueue, float], Awaitable[T]],
     ) -> T:
-        """Run `attempt` on a chosen queue, with the retries of :mod:`~rocketspark.client.send_retry`."""
+        """Run `attempt` on a chosen queue, with the retries of :mod:`~rocketspark.client.producer.send_retry`."""
         instance = self._running()
         return await send_with_retries(
             topic,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from rocketspark.client.allocation import AllocateStrategy
 from rocketspark.client.api import client_manage
+from rocketspark.client.consumer.allocation import AllocateStrategy
 from rocketspark.client.instance import ClientInstance
 from rocketspark.client.routes import master_addresses, subscribe_queues
 from rocketspark.errors import RocketMQError

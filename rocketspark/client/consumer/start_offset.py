@@ -8,8 +8,8 @@ topics), FIRST_OFFSET at 0, TIMESTAMP at the first message stored at or after th
 from __future__ import annotations
 
 from rocketspark.client.api import offset as offset_api
+from rocketspark.client.consumer.offset_store import NO_OFFSET, OffsetStore, ReadOffsetType
 from rocketspark.client.instance import ClientInstance
-from rocketspark.client.offset_store import NO_OFFSET, OffsetStore, ReadOffsetType
 from rocketspark.errors import QueryNotFoundError, RocketMQError
 from rocketspark.message.validation import RETRY_GROUP_TOPIC_PREFIX
 from rocketspark.protocol.body.heartbeat import ConsumeFromWhere

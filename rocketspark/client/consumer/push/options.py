@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocketspark.client import allocation
+from rocketspark.client.consumer import allocation
 from rocketspark.errors import ValidationError
 from rocketspark.message.validation import DEFAULT_MAX_RECONSUME_TIMES
 from rocketspark.protocol.body.heartbeat import ConsumeFromWhere, MessageModel

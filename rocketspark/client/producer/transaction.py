@@ -21,8 +21,8 @@ from typing import Any, Protocol
 from rocketspark.client.api.send import SendResult, SendStatus, send_message
 from rocketspark.client.api.transaction import end_transaction
 from rocketspark.client.instance import ClientInstance
-from rocketspark.client.producer import AsyncProducer
-from rocketspark.client.send_retry import send_with_retries
+from rocketspark.client.producer.producer import AsyncProducer
+from rocketspark.client.producer.send_retry import send_with_retries
 from rocketspark.errors import RocketMQError, ValidationError
 from rocketspark.message import sysflag
 from rocketspark.message.ids import decode_offset_msg_id
@@ -96,7 +96,7 @@ class TransactionSendResult:
 class AsyncTransactionProducer(AsyncProducer):
     def __init__(self, group: str, listener: TransactionListener, *, check_threads: int = 1, **options: Any) -> None:
         """`check_threads`: threads that run the listener (Java's checkThreadPoolMinSize); `options`:
-        those of :class:`~rocketspark.client.producer.AsyncProducer`."""
+        those of :class:`~rocketspark.client.producer.producer.AsyncProducer`."""
         super().__init__(group, **options)
         if check_threads <= 0:
             raise ValidationError(f"check_threads must be positive, got {check_threads}")

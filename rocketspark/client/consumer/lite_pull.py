@@ -15,24 +15,22 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketspark.client import allocation
 from rocketspark.client.api import offset as offset_api
 from rocketspark.client.api.pull import PullStatus
 from rocketspark.client.config import ClientConfig, client_config_for
+from rocketspark.client.consumer import allocation
+from rocketspark.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from rocketspark.client.consumer.puller import Pulled, QueuePuller
+from rocketspark.client.consumer.rebalance import Rebalancer
+from rocketspark.client.consumer.start_offset import compute_start_offset
+from rocketspark.client.consumer.undecodable import OneByOne
 from rocketspark.client.instance import ClientInstance, ConsumerRegistration
-from rocketspark.client.lifecycle import Lifecycle, ServiceState
-from rocketspark.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
-from rocketspark.client.puller import Pulled, QueuePuller
-from rocketspark.client.rebalance import Rebalancer
+from rocketspark.client.lifecycle import AsyncClient, Lifecycle, ServiceState
 from rocketspark.client.routes import subscribe_queues
-from rocketspark.client.start_offset import compute_start_offset
-from rocketspark.client.undecodable import OneByOne
 from rocketspark.errors import DecodeError, RocketMQError, ValidationError
 from rocketspark.message.filter import build_subscription
 from rocketspark.message.message import MessageExt
@@ -86,7 +84,7 @@ class _Subscriptions:
     assigned: list[MessageQueue] | None = None  # assign mode
 
 
-class AsyncLitePullConsumer:
+class AsyncLitePullConsumer(AsyncClient):
     def __init__(
         self,
         group: str,
@@ -186,15 +184,6 @@ class AsyncLitePullConsumer:
         self._lifecycle.state = ServiceState.SHUTDOWN_ALREADY
         await self.instance.unregister_consumer(self.group)
         await self.instance.release()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.shutdown()
 
     def _running(self) -> tuple[ClientInstance, OffsetStore, QueuePuller]:
         self._lifecycle.require_running()

@@ -2,7 +2,7 @@
 any order, over the consume thread pool (as Java's ConsumeMessageConcurrentlyService).
 
 The messages of a batch the listener answers RECONSUME_LATER (or raises on) go back to the broker in
-clustering mode (rocketspark/client/push/send_back.py), which redelivers them later through the
+clustering mode (rocketspark/client/consumer/push/send_back.py), which redelivers them later through the
 group's retry topic. A message nothing took back, and every message in broadcasting mode, stays in
 its process queue and goes to the listener again after `reconsume_later_delay_ms`, its
 `reconsume_times` raised by one. A message is committed once consumed or sent back; the queue's
@@ -16,11 +16,11 @@ import concurrent.futures
 import logging
 
 from rocketspark.aio import finish_or_cancel
-from rocketspark.client.offset_store import OffsetStore
-from rocketspark.client.push.listeners import ConcurrentListener, ConsumeStatus, invoke
-from rocketspark.client.push.options import PushOptions
-from rocketspark.client.push.process_queue import ProcessQueue
-from rocketspark.client.push.send_back import MessageReturner
+from rocketspark.client.consumer.offset_store import OffsetStore
+from rocketspark.client.consumer.push.listeners import ConcurrentListener, ConsumeStatus, invoke
+from rocketspark.client.consumer.push.options import PushOptions
+from rocketspark.client.consumer.push.process_queue import ProcessQueue
+from rocketspark.client.consumer.push.send_back import MessageReturner
 from rocketspark.message.message import MessageExt
 
 log = logging.getLogger(__name__)
