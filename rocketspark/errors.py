@@ -1,7 +1,11 @@
 """The one error hierarchy of rocketspark, rooted at :class:`RocketMQError`.
 
 Every error says what went wrong in words a user can act on, carries the RocketMQ response code
-when a server answered with one, and tells whether retrying the same call can help.
+when a server answered with one, and tells whether retrying the same call can help. Besides the
+errors of a server's answer (`ResponseError` and its subclasses, one per response code), it holds
+the remoting layer's own (`RemotingError`): bytes that are not a frame or a header, which
+`rocketspark.protocol` raises, and failed connects, deadlines and closed connections, which the
+transport (`rocketspark.remoting`) raises.
 """
 
 from __future__ import annotations
