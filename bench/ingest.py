@@ -24,7 +24,7 @@ from bench.report import percentiles_ms, progress, record
 from rocketspark import AsyncProducer, Message
 from rocketspark.client.api import admin, offset
 from rocketspark.processes import wait_registered
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 
 TOPIC = "BenchIngest"

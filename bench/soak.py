@@ -61,7 +61,7 @@ from rocketspark import (
 from rocketspark.client.api import admin
 from rocketspark.errors import RocketMQError
 from rocketspark.processes import wait_registered
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.spark.session import local_session
 

@@ -41,7 +41,7 @@ from bench.report import progress, record
 from bench.spark_source import REPO_ROOT, python_workers
 from rocketspark.client.api import admin, offset
 from rocketspark.processes import wait_registered
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.spark.session import local_session
 

@@ -38,12 +38,12 @@ from rocketspark.message.properties import codec as props
 from rocketspark.message.records.batch_body import encode_batch_body
 from rocketspark.message.records.decoding import decode_records
 from rocketspark.processes import wait_registered
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.pull import PullMessageRequestHeader
+from rocketspark.protocol.headers.send import SendMessageRequestHeader
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.pull import PullMessageRequestHeader
-from rocketspark.remoting.headers.send import SendMessageRequestHeader
 
 BODY = b"x" * 128
 GROUP = "bench_vs_redis"

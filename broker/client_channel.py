@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocketspark.remoting.codes import LanguageCode
+from rocketspark.protocol.codes import LanguageCode
 from rocketspark.remoting.connection import Connection
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from broker.flavor import Flavor
 from rocketspark.errors import ConfigError
-from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, check_frame_max_length
+from rocketspark.protocol.codec import DEFAULT_MAX_FRAME_LENGTH, check_frame_max_length
+from rocketspark.protocol.schema import wire
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S
-from rocketspark.remoting.schema import wire
 from rocketspark.remoting.tls import ServerTls, server_tls
 from rocketspark.settings import require_positive
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.client_channel import ClientChannelInfo
-from rocketspark.remoting.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from rocketspark.protocol.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rocketspark.remoting.connection import Connection
 
 log = logging.getLogger(__name__)

@@ -43,11 +43,11 @@ from broker.topic_config_manager import TopicConfigManager
 from broker.transaction.service import CheckSettings, TransactionService
 from rocketspark.errors import RocketMQError
 from rocketspark.fileutil import AtomicFileWriter
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.client import ConsumerGroupRequestHeader
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.headers.client import ConsumerGroupRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.server import RemotingServer
 from rocketspark.service import PeriodicService

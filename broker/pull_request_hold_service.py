@@ -16,7 +16,7 @@ import numpy as np
 
 from rocketspark.aio import wait_until
 from rocketspark.errors import RocketMQError
-from rocketspark.remoting.codes import ResponseCode
+from rocketspark.protocol.codes import ResponseCode
 
 
 @dataclass(eq=False, slots=True)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 

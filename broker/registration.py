@@ -11,12 +11,12 @@ from collections.abc import Callable
 from broker.config import BrokerConfig
 from rocketspark.checksum import crc32
 from rocketspark.errors import RocketMQError
-from rocketspark.remoting.body.register import RegisterBrokerBody
-from rocketspark.remoting.body.topic import TopicConfigSerializeWrapper
+from rocketspark.protocol.body.register import RegisterBrokerBody
+from rocketspark.protocol.body.topic import TopicConfigSerializeWrapper
+from rocketspark.protocol.codes import RequestCode, ResponseCode, code_name
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.namesrv import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode, code_name
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.namesrv import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)

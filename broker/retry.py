@@ -16,7 +16,7 @@ from broker.context import HasSubscriptionGroups, HasTopics
 from broker.subscription_group_manager import SubscriptionGroupConfig
 from rocketspark.errors import ValidationError
 from rocketspark.message.validation import dlq_topic, retry_topic
-from rocketspark.remoting.codes import ResponseCode
+from rocketspark.protocol.codes import ResponseCode
 
 DLQ_QUEUE_NUMS = 1
 

@@ -20,7 +20,7 @@ import orjson
 from broker.schedule import delivered_origins
 from broker.store.commitlog import CommitLog
 from rocketspark.fileutil import AtomicFileWriter
-from rocketspark.remoting.body.jsonbody import loads
+from rocketspark.protocol.body.jsonbody import loads
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message.validation import DEFAULT_MAX_RECONSUME_TIMES
-from rocketspark.remoting.body.jsonbody import JsonBody
-from rocketspark.remoting.body.topic import DataVersion
+from rocketspark.protocol.body.jsonbody import JsonBody
+from rocketspark.protocol.body.topic import DataVersion
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from broker.config import BrokerConfig
 from rocketspark.errors import ValidationError
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message.validation import AUTO_CREATE_TOPIC_KEY, SELF_TEST_TOPIC
-from rocketspark.remoting.body.topic import DEFAULT_PERM, DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
-from rocketspark.remoting.codes import ResponseCode
+from rocketspark.protocol.body.topic import DEFAULT_PERM, DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
+from rocketspark.protocol.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketspark.errors import ConfigError
-from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, check_frame_max_length
+from rocketspark.protocol.codec import DEFAULT_MAX_FRAME_LENGTH, check_frame_max_length
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S
 from rocketspark.remoting.tls import ServerTls, server_tls
 from rocketspark.settings import require_positive

@@ -7,13 +7,12 @@ import logging
 from namesrv.kvconfig_manager import KVConfigManager
 from namesrv.route_info_manager import RouteInfoManager
 from rocketspark.checksum import crc32
-from rocketspark.remoting.body.kv import KVTable
-from rocketspark.remoting.body.register import RegisterBrokerBody
-from rocketspark.remoting.body.topic import DataVersion, TopicConfigSerializeWrapper, TopicList
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.headers.namesrv import (
+from rocketspark.protocol.body.kv import KVTable
+from rocketspark.protocol.body.register import RegisterBrokerBody
+from rocketspark.protocol.body.topic import DataVersion, TopicConfigSerializeWrapper, TopicList
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.namesrv import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
     DeleteKVConfigRequestHeader,
@@ -32,6 +31,7 @@ from rocketspark.remoting.headers.namesrv import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
+from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.processor import ProcessorTable
 
 log = logging.getLogger(__name__)

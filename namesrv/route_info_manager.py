@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocketspark.remoting.body.route import MASTER_ID, BrokerData, ClusterInfo, QueueData, TopicRouteData
-from rocketspark.remoting.body.topic import DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
+from rocketspark.protocol.body.route import MASTER_ID, BrokerData, ClusterInfo, QueueData, TopicRouteData
+from rocketspark.protocol.body.topic import DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
 
 log = logging.getLogger(__name__)
 

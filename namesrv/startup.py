@@ -10,7 +10,7 @@ from pathlib import Path
 from namesrv.config import DEFAULT_PORT, NamesrvConfig, default_data_dir
 from namesrv.controller import NamesrvController
 from rocketspark.logs import LOG_LEVELS, configure_logging
-from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
+from rocketspark.protocol.codec import DEFAULT_MAX_FRAME_LENGTH
 from rocketspark.remoting.tls import TlsMode
 from rocketspark.serving import run_process, serve_until_signalled
 

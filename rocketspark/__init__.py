@@ -19,24 +19,23 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rocketspark.client.api.send import SendResult, SendStatus
-    from rocketspark.client.lite_pull import AsyncLitePullConsumer
-    from rocketspark.client.producer import AsyncProducer
-    from rocketspark.client.push.consumer import AsyncPushConsumer
-    from rocketspark.client.push.listeners import ConsumeOrderlyStatus, ConsumeStatus
-    from rocketspark.client.sync import LitePullConsumer, Producer, PushConsumer
-    from rocketspark.client.transaction import (
+    from rocketspark.client.consumer.lite_pull import AsyncLitePullConsumer
+    from rocketspark.client.consumer.push.consumer import AsyncPushConsumer
+    from rocketspark.client.consumer.push.listeners import ConsumeOrderlyStatus, ConsumeStatus
+    from rocketspark.client.producer.producer import AsyncProducer
+    from rocketspark.client.producer.transaction import (
         AsyncTransactionProducer,
         HalfMessage,
         TransactionListener,
         TransactionSendResult,
         TransactionStatus,
     )
-    from rocketspark.client.transaction_sync import TransactionProducer
-    from rocketspark.errors import AccessDeniedError, RocketMQError
+    from rocketspark.client.producer.transaction_sync import TransactionProducer
+    from rocketspark.client.sync import LitePullConsumer, Producer, PushConsumer
+    from rocketspark.errors import AccessDeniedError, RocketMQError, TlsHandshakeError
     from rocketspark.message.message import Message, MessageExt
-    from rocketspark.message.queue import MessageQueue
-    from rocketspark.remoting.body.heartbeat import ConsumeFromWhere, MessageModel
-    from rocketspark.remoting.errors import TlsHandshakeError
+    from rocketspark.protocol.body.heartbeat import ConsumeFromWhere, MessageModel
+    from rocketspark.protocol.queue import MessageQueue
     from rocketspark.remoting.signing import SessionCredentials
     from rocketspark.remoting.tls import TlsTrust
 
@@ -45,28 +44,28 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "SendResult": "rocketspark.client.api.send",
     "SendStatus": "rocketspark.client.api.send",
-    "AsyncLitePullConsumer": "rocketspark.client.lite_pull",
-    "AsyncProducer": "rocketspark.client.producer",
-    "AsyncPushConsumer": "rocketspark.client.push.consumer",
-    "ConsumeOrderlyStatus": "rocketspark.client.push.listeners",
-    "ConsumeStatus": "rocketspark.client.push.listeners",
+    "AsyncLitePullConsumer": "rocketspark.client.consumer.lite_pull",
+    "AsyncProducer": "rocketspark.client.producer.producer",
+    "AsyncPushConsumer": "rocketspark.client.consumer.push.consumer",
+    "ConsumeOrderlyStatus": "rocketspark.client.consumer.push.listeners",
+    "ConsumeStatus": "rocketspark.client.consumer.push.listeners",
     "LitePullConsumer": "rocketspark.client.sync",
     "Producer": "rocketspark.client.sync",
     "PushConsumer": "rocketspark.client.sync",
-    "AsyncTransactionProducer": "rocketspark.client.transaction",
-    "HalfMessage": "rocketspark.client.transaction",
-    "TransactionListener": "rocketspark.client.transaction",
-    "TransactionSendResult": "rocketspark.client.transaction",
-    "TransactionStatus": "rocketspark.client.transaction",
-    "TransactionProducer": "rocketspark.client.transaction_sync",
+    "AsyncTransactionProducer": "rocketspark.client.producer.transaction",
+    "HalfMessage": "rocketspark.client.producer.transaction",
+    "TransactionListener": "rocketspark.client.producer.transaction",
+    "TransactionSendResult": "rocketspark.client.producer.transaction",
+    "TransactionStatus": "rocketspark.client.producer.transaction",
+    "TransactionProducer": "rocketspark.client.producer.transaction_sync",
     "AccessDeniedError": "rocketspark.errors",
     "RocketMQError": "rocketspark.errors",
     "Message": "rocketspark.message.message",
     "MessageExt": "rocketspark.message.message",
-    "MessageQueue": "rocketspark.message.queue",
-    "ConsumeFromWhere": "rocketspark.remoting.body.heartbeat",
-    "MessageModel": "rocketspark.remoting.body.heartbeat",
-    "TlsHandshakeError": "rocketspark.remoting.errors",
+    "MessageQueue": "rocketspark.protocol.queue",
+    "ConsumeFromWhere": "rocketspark.protocol.body.heartbeat",
+    "MessageModel": "rocketspark.protocol.body.heartbeat",
+    "TlsHandshakeError": "rocketspark.errors",
     "SessionCredentials": "rocketspark.remoting.signing",
     "TlsTrust": "rocketspark.remoting.tls",
 }

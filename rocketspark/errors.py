@@ -1,14 +1,18 @@
 """The one error hierarchy of rocketspark, rooted at :class:`RocketMQError`.
 
 Every error says what went wrong in words a user can act on, carries the RocketMQ response code
-when a server answered with one, and tells whether retrying the same call can help.
+when a server answered with one, and tells whether retrying the same call can help. Besides the
+errors of a server's answer (`ResponseError` and its subclasses, one per response code), it holds
+the remoting layer's own (`RemotingError`): bytes that are not a frame or a header, which
+`rocketspark.protocol` raises, and failed connects, deadlines and closed connections, which the
+transport (`rocketspark.remoting`) raises.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from rocketspark.remoting.codes import ResponseCode, code_name
+from rocketspark.protocol.codes import ResponseCode, code_name
 
 
 class RocketMQError(Exception):
@@ -48,6 +52,48 @@ class StoreCorruptionError(RocketMQError):
 
 class ValidationError(RocketMQError, ValueError):
     """A name, message or request that RocketMQ's rules refuse; `code` is what a broker answers."""
+
+
+class RemotingError(RocketMQError):
+    """Base of errors of the remoting layer itself, no server answer involved: bytes that are not a
+    frame or a header (raised by `rocketspark.protocol`), and failed connections, deadlines and
+    closes (raised by the transport, `rocketspark.remoting`)."""
+
+
+class ProtocolError(RemotingError):
+    """Bytes that are not a RocketMQ remoting frame; the connection that carried them is closed."""
+
+
+class HeaderFieldError(RemotingError):
+    """A request or response header lacks a required field or carries an unparsable or out-of-range
+    value. Its message names the field; `code` is what a server answers such a request with."""
+
+    def __init__(self, message: str, *, code: int | None = ResponseCode.INVALID_PARAMETER) -> None:
+        super().__init__(message, code=code)
+
+
+class RemotingConnectError(RemotingError):
+    """A connection to a name server or broker could not be opened."""
+
+    retriable = True
+
+
+class TlsHandshakeError(RemotingConnectError):
+    """A TLS connection failed its handshake: an untrusted certificate, or a server without TLS."""
+
+    retriable = False
+
+
+class RemotingTimeoutError(RemotingError):
+    """No response arrived before the request's deadline."""
+
+    retriable = True
+
+
+class ConnectionClosedError(RemotingError):
+    """The connection closed while a request was waiting for its response."""
+
+    retriable = True
 
 
 class ResponseError(RocketMQError):

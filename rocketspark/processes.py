@@ -22,10 +22,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from rocketspark.remoting.body.route import TopicRouteData
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.namesrv import GetRouteInfoRequestHeader
+from rocketspark.protocol.body.route import TopicRouteData
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.namesrv import GetRouteInfoRequestHeader
 from rocketspark.remoting.sync import SyncRemotingClient
 
 _BOOT_LINE = re.compile(r"boot success\. listening on (\S+)")

@@ -1,7 +1,7 @@
 """Settings from Java-style `.properties` files (Apache RocketMQ's broker.conf) into dataclasses.
 
 A key is the camelCase name of a field (`brokerName` -> `broker_name`, see
-:mod:`rocketspark.remoting.schema`). Values are converted to the field's type. A key that no
+:mod:`rocketspark.protocol.schema`). Values are converted to the field's type. A key that no
 settings class declares is an error naming the closest known keys: a typo never silently becomes
 a default, unlike Java's `MixAll.properties2Object`.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketspark.errors import ConfigError
-from rocketspark.remoting.schema import parse_text, wire_fields
+from rocketspark.protocol.schema import parse_text, wire_fields
 
 
 def read_properties(path: Path) -> dict[str, str]:

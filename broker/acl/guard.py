@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from broker.acl.addresses import client_ip
 from broker.acl.resources import Needs
 from broker.acl.validator import AccessValidator
-from rocketspark.remoting.codes import ResponseCode, code_name
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.codes import ResponseCode, code_name
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.connection import Connection, HandlerResult, RequestHandler
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.signing import ACCESS_KEY

@@ -16,26 +16,26 @@ from typing import Literal
 
 from broker.acl.permission import Perm
 from rocketspark.message.validation import group_of_retry_topic
-from rocketspark.remoting.body.consumer import LockBatchRequestBody
-from rocketspark.remoting.body.heartbeat import HeartbeatData
-from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.extension import ExtensionCode
-from rocketspark.remoting.headers.admin import (
+from rocketspark.protocol.body.consumer import LockBatchRequestBody
+from rocketspark.protocol.body.heartbeat import HeartbeatData
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.extension import ExtensionCode
+from rocketspark.protocol.headers.admin import (
     GetConsumeStatsRequestHeader,
     QueryMessageRequestHeader,
     TopicRequestHeader,
 )
-from rocketspark.remoting.headers.client import ConsumerGroupRequestHeader, UnregisterClientRequestHeader
-from rocketspark.remoting.headers.offset import (
+from rocketspark.protocol.headers.client import ConsumerGroupRequestHeader, UnregisterClientRequestHeader
+from rocketspark.protocol.headers.offset import (
     QueryConsumerOffsetRequestHeader,
     QueueRequestHeader,
     SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rocketspark.remoting.headers.pull import PullMessageRequestHeader
-from rocketspark.remoting.headers.queue_bytes import QueueBodyBytesRequestHeader
-from rocketspark.remoting.headers.send import (
+from rocketspark.protocol.headers.pull import PullMessageRequestHeader
+from rocketspark.protocol.headers.queue_bytes import QueueBodyBytesRequestHeader
+from rocketspark.protocol.headers.send import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
     decode_send_header,

@@ -26,8 +26,8 @@ from broker.acl.accounts import Account, AclConfig
 from broker.acl.permission import Perm, allows
 from broker.acl.resources import Needs, needs_of
 from rocketspark.errors import ACL_REFUSAL_PREFIX as REFUSED
-from rocketspark.remoting.codes import code_name
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.codes import code_name
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.signing import ACCESS_KEY, verify
 
 log = logging.getLogger(__name__)

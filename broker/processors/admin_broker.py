@@ -9,9 +9,9 @@ import orjson
 from broker.context import HasConfig, HasHold, HasStats, HasStore, HasStoreConfig, HasTopics, HasTransactions
 from broker.memory import memory_use
 from rocketspark import __version__
-from rocketspark.remoting.body.kv import KVTable
-from rocketspark.remoting.codes import CURRENT_VERSION, RequestCode
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.body.kv import KVTable
+from rocketspark.protocol.codes import CURRENT_VERSION, RequestCode
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.settings import describe

@@ -11,20 +11,20 @@ from typing import Protocol
 
 from broker.context import HasConfig, HasConsumerOffsets, HasStore, HasTopics
 from broker.flavor import Flavor, nearest_entry
-from rocketspark.message.queue import MessageQueue
-from rocketspark.remoting.body.stats import ConsumeStats, OffsetWrapper
-from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.extension import ExtensionCode
-from rocketspark.remoting.headers.admin import GetConsumeStatsRequestHeader
-from rocketspark.remoting.headers.offset import (
+from rocketspark.protocol.body.stats import ConsumeStats, OffsetWrapper
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.extension import ExtensionCode
+from rocketspark.protocol.headers.admin import GetConsumeStatsRequestHeader
+from rocketspark.protocol.headers.offset import (
     OffsetResponseHeader,
     QueueRequestHeader,
     SearchOffsetRequestHeader,
     TimestampResponseHeader,
 )
-from rocketspark.remoting.headers.queue_bytes import QueueBodyBytesRequestHeader, QueueBodyBytesResponseHeader
+from rocketspark.protocol.headers.queue_bytes import QueueBodyBytesRequestHeader, QueueBodyBytesResponseHeader
+from rocketspark.protocol.queue import MessageQueue
+from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.processor import ProcessorTable
 
 

@@ -8,15 +8,15 @@ from typing import Protocol
 
 from broker.context import HasConfig, HasConsumerOffsets, HasStore, HasTopics
 from rocketspark.errors import ValidationError
-from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import SYSTEM_TOPICS, validate_topic
-from rocketspark.remoting.body.jsonbody import loads
-from rocketspark.remoting.body.stats import TopicOffset, TopicStatsTable
-from rocketspark.remoting.body.topic import TopicConfig, TopicFilterType
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.body.jsonbody import loads
+from rocketspark.protocol.body.stats import TopicOffset, TopicStatsTable
+from rocketspark.protocol.body.topic import TopicConfig, TopicFilterType
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.admin import CreateTopicRequestHeader, TopicRequestHeader
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.headers.admin import CreateTopicRequestHeader, TopicRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 
 log = logging.getLogger(__name__)

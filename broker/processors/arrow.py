@@ -20,11 +20,11 @@ from rocketspark.errors import ValidationError
 from rocketspark.message.batches.schema import PRODUCER_SCHEMA
 from rocketspark.message.properties.columns import encode_properties_column
 from rocketspark.message.validation import validate_user_property_keys
-from rocketspark.remoting.codes import ResponseCode
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.codes import ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.extension import ExtensionCode
+from rocketspark.protocol.headers.send import ArrowSendResponseHeader, SendMessageRequestHeader
 from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.extension import ExtensionCode
-from rocketspark.remoting.headers.send import ArrowSendResponseHeader, SendMessageRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 
 

@@ -9,11 +9,11 @@ from typing import Protocol
 from broker.client_channel import ClientChannelInfo
 from broker.context import HasConsumers, HasProducers, HasSubscriptionGroups, HasTopics
 from rocketspark.message.validation import retry_topic, validate_group
-from rocketspark.remoting.body.heartbeat import HeartbeatData, MessageModel
-from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.body.heartbeat import HeartbeatData, MessageModel
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.client import UnregisterClientRequestHeader
 from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.headers.client import UnregisterClientRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 
 log = logging.getLogger(__name__)

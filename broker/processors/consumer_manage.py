@@ -6,16 +6,16 @@ from __future__ import annotations
 from typing import Protocol
 
 from broker.context import HasConsumerOffsets, HasConsumers, HasStore
-from rocketspark.remoting.body.consumer import ConsumerListBody
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.headers.client import ConsumerGroupRequestHeader
-from rocketspark.remoting.headers.offset import (
+from rocketspark.protocol.body.consumer import ConsumerListBody
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.client import ConsumerGroupRequestHeader
+from rocketspark.protocol.headers.offset import (
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.processor import ProcessorTable
 
 

@@ -14,10 +14,10 @@ from typing import Protocol
 from broker.context import HasTransactions
 from broker.transaction.half import EndKind
 from rocketspark.message import sysflag
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.transaction import EndTransactionRequestHeader
 from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.headers.transaction import EndTransactionRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 
 log = logging.getLogger(__name__)

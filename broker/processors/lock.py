@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from broker.context import HasLocks
-from rocketspark.remoting.body.consumer import LockBatchRequestBody, LockBatchResponseBody
-from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.body.consumer import LockBatchRequestBody, LockBatchResponseBody
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.processor import ProcessorTable
 

@@ -28,13 +28,13 @@ from rocketspark.message.batches.ipc import ipc_stream
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.filter import build_subscription, filter_codes
 from rocketspark.message.validation import validate_group
-from rocketspark.remoting.body.heartbeat import SubscriptionData
-from rocketspark.remoting.body.topic import Perm
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.body.heartbeat import SubscriptionData
+from rocketspark.protocol.body.topic import Perm
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.extension import ExtensionCode
+from rocketspark.protocol.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader
 from rocketspark.remoting.connection import Connection, HandlerResult
-from rocketspark.remoting.extension import ExtensionCode
-from rocketspark.remoting.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader
 from rocketspark.remoting.processor import ProcessorTable
 
 log = logging.getLogger(__name__)

@@ -17,14 +17,14 @@ from broker.acl.resources import Needs, on_topic
 from broker.context import HasAddress, HasStore
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.records.encoding import encode_records
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.headers.admin import (
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.admin import (
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
 )
+from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.signing import UNIQUE_KEY_QUERY
 

@@ -46,11 +46,11 @@ from rocketspark.message.validation import (
     validate_send_topic,
     validate_stored_int,
 )
-from rocketspark.remoting.body.topic import Perm, TopicConfig
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.body.topic import Perm, TopicConfig
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.send import SendMessageRequestHeader, SendMessageResponseHeader, decode_send_header
 from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.headers.send import SendMessageRequestHeader, SendMessageResponseHeader, decode_send_header
 from rocketspark.remoting.processor import ProcessorTable
 
 log = logging.getLogger(__name__)

@@ -18,10 +18,10 @@ from broker.store.append_requests import StandardMessage
 from rocketspark.message.ids import offset_msg_id
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import FIRST_RETRY_DELAY_LEVEL, validate_group
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.send import ConsumerSendMsgBackRequestHeader
 from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.headers.send import ConsumerSendMsgBackRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 
 

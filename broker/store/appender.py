@@ -49,7 +49,7 @@ from rocketspark.aio import wait_until
 from rocketspark.errors import RocketMQError
 from rocketspark.message.batches.stored import stored_batch_from_producer, stored_batch_from_rows
 from rocketspark.message.records.scalar import encode_record
-from rocketspark.remoting.codes import ResponseCode
+from rocketspark.protocol.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from broker.store.config import StoreConfig
 from rocketspark.errors import RocketMQError
-from rocketspark.remoting.codes import ResponseCode
+from rocketspark.protocol.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from rocketspark.errors import ValidationError
 from rocketspark.message import sysflag
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
-from rocketspark.remoting.codes import ResponseCode
+from rocketspark.protocol.codes import ResponseCode
 
 #: on an end record: how the half message ended
 END_KIND = "TRAN_END"

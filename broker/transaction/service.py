@@ -39,9 +39,9 @@ from rocketspark.message.ids import offset_msg_id
 from rocketspark.message.properties import codec as props
 from rocketspark.message.records.encoding import encode_records
 from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.transaction import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.transaction import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)

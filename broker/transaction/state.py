@@ -26,7 +26,7 @@ from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message import sysflag
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import TRANS_HALF_TOPIC
-from rocketspark.remoting.body.jsonbody import loads
+from rocketspark.protocol.body.jsonbody import loads
 
 log = logging.getLogger(__name__)
 

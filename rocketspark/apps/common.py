@@ -131,7 +131,7 @@ def create_topic(namesrv: str, topic: str, queues: int, timeout_s: float = ADMIN
     from rocketspark.client.api import admin  # noqa: PLC0415
     from rocketspark.client.api.route import get_cluster_info, get_route  # noqa: PLC0415
     from rocketspark.errors import TopicNotExistError  # noqa: PLC0415
-    from rocketspark.remoting.body.topic import TopicConfig  # noqa: PLC0415
+    from rocketspark.protocol.body.topic import TopicConfig  # noqa: PLC0415
 
     async def work(client: RemotingClient) -> None:
         address = _namesrv(namesrv)

@@ -20,7 +20,7 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from rocketspark.message.message import MessageExt
-    from rocketspark.remoting.body.route import ClusterInfo, TopicRouteData
+    from rocketspark.protocol.body.route import ClusterInfo, TopicRouteData
     from rocketspark.remoting.client import RemotingClient
     from rocketspark.remoting.signing import SessionCredentials
 
@@ -141,7 +141,7 @@ class Admin:
 
     async def on_namesrv(self, request: Callable[[RemotingClient, str], Awaitable[T]]) -> T:
         """`request(client, address)` on the first name server that answers."""
-        from rocketspark.remoting.errors import RemotingError  # noqa: PLC0415
+        from rocketspark.errors import RemotingError  # noqa: PLC0415
 
         failures = []
         for address in self.namesrv_addrs:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from rocketspark.client.sync import LitePullConsumer
     from rocketspark.message.message import MessageExt
-    from rocketspark.message.queue import MessageQueue
+    from rocketspark.protocol.queue import MessageQueue
 
 CONSUMER_GROUP = "rocketspark-cli-consumer"
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")

@@ -12,8 +12,8 @@ from rocketspark.cli.common import Admin, CliError, NamesrvOption, console, run_
 from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
-    from rocketspark.message.queue import MessageQueue
-    from rocketspark.remoting.body.stats import OffsetWrapper
+    from rocketspark.protocol.body.stats import OffsetWrapper
+    from rocketspark.protocol.queue import MessageQueue
 
 group_app = typer.Typer(help="Consumer groups.", no_args_is_help=True)
 

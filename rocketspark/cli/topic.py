@@ -12,7 +12,7 @@ from rocketspark.cli.common import Admin, CliError, NamesrvOption, console, coun
 from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
-    from rocketspark.remoting.body.route import TopicRouteData
+    from rocketspark.protocol.body.route import TopicRouteData
 
 topic_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
 
@@ -32,7 +32,7 @@ def create(
     """Create a topic (or update its queue count) on every master broker."""
     from rocketspark.client.api.admin import create_topic  # noqa: PLC0415
     from rocketspark.message.validation import validate_topic  # noqa: PLC0415
-    from rocketspark.remoting.body.topic import TopicConfig  # noqa: PLC0415
+    from rocketspark.protocol.body.topic import TopicConfig  # noqa: PLC0415
 
     try:
         validate_topic(topic)
@@ -113,7 +113,7 @@ def describe(topic: Annotated[str, typer.Argument(help="topic name")], namesrv: 
     half messages (transactional sends) waiting for their commit or rollback, per broker."""
     from rocketspark.client.api.admin import get_runtime_info, get_topic_stats  # noqa: PLC0415
     from rocketspark.client.routes import master_addresses  # noqa: PLC0415
-    from rocketspark.remoting.body.stats import TopicStatsTable  # noqa: PLC0415
+    from rocketspark.protocol.body.stats import TopicStatsTable  # noqa: PLC0415
 
     async def work(admin: Admin) -> tuple[TopicRouteData, list[TopicStatsTable], dict[str, int | None]]:
         route = await admin.route(topic)
@@ -167,7 +167,7 @@ def _half_messages(runtime_info: dict[str, str], topic: str) -> int | None:
 
 
 def _perm(perm: int) -> str:
-    from rocketspark.remoting.body.topic import Perm  # noqa: PLC0415
+    from rocketspark.protocol.body.topic import Perm  # noqa: PLC0415
 
     return ("R" if perm & Perm.READ else "-") + ("W" if perm & Perm.WRITE else "-")
 

@@ -33,13 +33,13 @@ from rocketspark.message.message import MessageExt
 from rocketspark.message.properties import codec as props
 from rocketspark.message.records.scalar import decode_small, record_bounds
 from rocketspark.message.validation import validate_client_group
-from rocketspark.remoting.body.heartbeat import ConsumerData, HeartbeatData, ProducerData
-from rocketspark.remoting.body.route import TopicRouteData
+from rocketspark.protocol.body.heartbeat import ConsumerData, HeartbeatData, ProducerData
+from rocketspark.protocol.body.route import TopicRouteData
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.namesrv import GetRouteInfoRequestHeader
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.headers.namesrv import GetRouteInfoRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.service import PeriodicService
 

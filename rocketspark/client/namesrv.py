@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
+from rocketspark.errors import RemotingConnectError, RemotingError
+from rocketspark.protocol.command import RemotingCommand, next_opaque
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.command import RemotingCommand, next_opaque
-from rocketspark.remoting.errors import RemotingConnectError, RemotingError
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ is asked again.
 Every pause is an exponential backoff with jitter (`Backoff`): it starts at `first_s`, doubles with
 each failure up to `max_s`, and is shortened at random by up to half so that requests refused
 together do not come back together. Sends use it after SYSTEM_BUSY and while they hold a fixed queue
-(`rocketspark.client.send_retry`); questions to a broker (offsets, store times, body sizes) use it
+(`rocketspark.client.producer.send_retry`); questions to a broker (offsets, store times, body sizes) use it
 through `ask_broker`, which also refreshes the topic's route between attempts so that a broker back
 on another address is found, and gives up when the failure cannot pass or the time is up.
 """
@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from rocketspark.client.instance import ClientInstance
-from rocketspark.errors import RocketMQError
-from rocketspark.message.queue import MessageQueue
-from rocketspark.remoting.errors import RemotingTimeoutError
+from rocketspark.errors import RemotingTimeoutError, RocketMQError
+from rocketspark.protocol.queue import MessageQueue
 
 log = logging.getLogger(__name__)
 

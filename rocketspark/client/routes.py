@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rocketspark.message.queue import MessageQueue
-from rocketspark.remoting.body.route import TopicRouteData
+from rocketspark.protocol.body.route import TopicRouteData
+from rocketspark.protocol.queue import MessageQueue
 
 
 def master_addresses(route: TopicRouteData) -> dict[str, str]:

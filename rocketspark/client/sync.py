@@ -12,13 +12,13 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from rocketspark.client.api.send import SendResult
-from rocketspark.client.lite_pull import AsyncLitePullConsumer, Polled
-from rocketspark.client.producer import AsyncProducer
-from rocketspark.client.push.consumer import DROP_WAIT_S, POOL_SHUTDOWN_WAIT_S, AsyncPushConsumer
-from rocketspark.client.push.listeners import ConcurrentListener, OrderlyListener
-from rocketspark.client.push.process_queue import Backlog
+from rocketspark.client.consumer.lite_pull import AsyncLitePullConsumer, Polled
+from rocketspark.client.consumer.push.consumer import DROP_WAIT_S, POOL_SHUTDOWN_WAIT_S, AsyncPushConsumer
+from rocketspark.client.consumer.push.listeners import ConcurrentListener, OrderlyListener
+from rocketspark.client.consumer.push.process_queue import Backlog
+from rocketspark.client.producer.producer import AsyncProducer
 from rocketspark.message.message import Message
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.sync import EventLoopThread
 
 T = TypeVar("T")
@@ -67,7 +67,7 @@ class _Blocking:
 
 
 class Producer(_Blocking):
-    """Blocking producer; see :class:`~rocketspark.client.producer.AsyncProducer` for the options."""
+    """Blocking producer; see :class:`~rocketspark.client.producer.producer.AsyncProducer` for the options."""
 
     def __init__(self, group: str, **options: Any) -> None:
         super().__init__()
@@ -110,7 +110,7 @@ class Producer(_Blocking):
 
 
 class LitePullConsumer(_Blocking):
-    """Blocking lite-pull consumer; see :class:`~rocketspark.client.lite_pull.AsyncLitePullConsumer`."""
+    """Blocking lite-pull consumer; see :class:`~rocketspark.client.consumer.lite_pull.AsyncLitePullConsumer`."""
 
     def __init__(self, group: str, **options: Any) -> None:
         super().__init__()
@@ -160,7 +160,7 @@ class LitePullConsumer(_Blocking):
 
 
 class PushConsumer(_Blocking):
-    """Blocking push consumer; see :class:`~rocketspark.client.push.consumer.AsyncPushConsumer`.
+    """Blocking push consumer; see :class:`~rocketspark.client.consumer.push.consumer.AsyncPushConsumer`.
 
     The listener runs on the consumer's own threads; `start()` returns at once and messages arrive
     until `shutdown()`.

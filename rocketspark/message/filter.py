@@ -9,8 +9,8 @@ import time
 
 from rocketspark.errors import ValidationError
 from rocketspark.message.hashing import java_string_hash
-from rocketspark.remoting.body.heartbeat import SUBSCRIBE_ALL, SubscriptionData
-from rocketspark.remoting.codes import ResponseCode
+from rocketspark.protocol.body.heartbeat import SUBSCRIBE_ALL, SubscriptionData
+from rocketspark.protocol.codes import ResponseCode
 
 TAG_EXPRESSION = "TAG"
 

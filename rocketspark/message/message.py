@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rocketspark.message.properties import codec as props
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 
 def join_keys(keys: str | list[str] | tuple[str, ...] | None) -> str | None:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from rocketspark.errors import ValidationError
 from rocketspark.message.properties import codec as props
-from rocketspark.remoting.codes import ResponseCode
+from rocketspark.protocol.codes import ResponseCode
 
 NAME_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")  # use fullmatch: `$` also matches before a final newline
 TOPIC_MAX_LENGTH = 127

@@ -1,5 +1,10 @@
-"""RocketMQ 4.x remoting: frames, commands, typed headers, JSON bodies, asyncio server and client.
+"""The transport of the RocketMQ 4.x remoting protocol: asyncio connections, server and client.
 
-Import the submodules directly (`rocketspark.remoting.command`, `.codec`, `.client`, ...); this
-package module stays empty so that `rocketspark.errors` can depend on `.codes` without a cycle.
+`connection` (one framed socket, both directions, opaque matching, deadlines), `server` and
+`processor` (accepting connections, request code -> handler), `client` (one reused connection per
+address, oneway requests, server-to-client requests), `signing` (the ACL 1.0 hook every request
+passes), `tls` and `sync` (a client for callers without an event loop). The bytes and objects they
+carry are `rocketspark.protocol`'s.
+
+Import the submodules directly (`rocketspark.remoting.client`, `.server`, ...).
 """

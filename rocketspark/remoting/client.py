@@ -9,10 +9,10 @@ import ssl
 from typing import Protocol
 
 from rocketspark.aio import wait_until
-from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.errors import RemotingConnectError, RemotingTimeoutError, TlsHandshakeError
+from rocketspark.protocol.codec import DEFAULT_MAX_FRAME_LENGTH
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S, Connection
-from rocketspark.remoting.errors import RemotingConnectError, RemotingTimeoutError, TlsHandshakeError
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.signing import AclClientRPCHook, SessionCredentials
 from rocketspark.remoting.tls import TrustSetting, client_context, require_tls_for_trust

@@ -13,11 +13,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeAlias, cast
 
-from rocketspark.errors import RocketMQError
-from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode, frame_head
-from rocketspark.remoting.codes import ResponseCode, SerializeType, code_name
-from rocketspark.remoting.command import RPC_TYPE_RESPONSE, RemotingCommand
-from rocketspark.remoting.errors import ConnectionClosedError, ProtocolError, RemotingTimeoutError
+from rocketspark.errors import ConnectionClosedError, ProtocolError, RemotingTimeoutError, RocketMQError
+from rocketspark.protocol.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode, frame_head
+from rocketspark.protocol.codes import ResponseCode, SerializeType, code_name
+from rocketspark.protocol.command import RPC_TYPE_RESPONSE, RemotingCommand
 
 log = logging.getLogger(__name__)
 

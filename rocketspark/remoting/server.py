@@ -13,8 +13,8 @@ import logging
 import socket
 from collections.abc import Callable
 
-from rocketspark.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
-from rocketspark.remoting.codes import SerializeType
+from rocketspark.protocol.codec import DEFAULT_MAX_FRAME_LENGTH
+from rocketspark.protocol.codes import SerializeType
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S, Connection
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.tls import TLS_HANDSHAKE_RECORD, ServerTls, TlsMode

@@ -16,7 +16,7 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.command import RemotingCommand
 
 ACCESS_KEY = "AccessKey"
 SECURITY_TOKEN = "SecurityToken"

@@ -12,8 +12,8 @@ from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.command import RemotingCommand
 
 T = TypeVar("T")
 

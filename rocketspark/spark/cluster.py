@@ -16,7 +16,7 @@ from rocketspark.client.instance import ClientInstance, ConsumerRegistration
 from rocketspark.client.lifecycle import ServiceState
 from rocketspark.client.sync import shared_loop
 from rocketspark.message.filter import build_subscription
-from rocketspark.remoting.body.heartbeat import ConsumerData, ConsumeType, MessageModel
+from rocketspark.protocol.body.heartbeat import ConsumerData, ConsumeType, MessageModel
 from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.process_cache import ProcessCache

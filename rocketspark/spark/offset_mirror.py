@@ -4,7 +4,7 @@ Spark's checkpoint holds a query's position; the group's offsets only mirror it,
 tools (and `rocketspark group progress`) show the query's lag. A mirror is a write, kept apart from
 planning: the stream reader plans a batch by reading (`rocketspark.spark.queue_view`), then hands
 what has been processed to `OffsetMirror.mirror`. Offsets follow the offset stores' rule
-(`rocketspark.client.offset_store.advances`: next offset to consume, increase only); a queue whose
+(`rocketspark.client.consumer.offset_store.advances`: next offset to consume, increase only); a queue whose
 mirror is `forget`-ten (it started over, or went away) is mirrored from scratch when it is seen
 again. A broker that does not take a mirror is not an error: the offsets it missed are handed back
 and tried again at the next mirror.
@@ -18,10 +18,10 @@ import time
 from collections.abc import Collection, Iterable, Mapping
 
 from rocketspark.client.api import offset as offset_api
-from rocketspark.client.offset_store import advances
+from rocketspark.client.consumer.offset_store import advances
 from rocketspark.client.retry import ask_broker
 from rocketspark.errors import RocketMQError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rocketspark.errors import ConfigError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 OffsetDict = dict[str, dict[str, dict[str, int]]]
 

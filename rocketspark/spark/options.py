@@ -12,8 +12,8 @@ from typing import Any
 
 from rocketspark.errors import ConfigError, ValidationError
 from rocketspark.message.filter import parse_tag_expression
-from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import validate_group, validate_topic
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.option_values import (

@@ -26,9 +26,9 @@ from typing import Protocol
 
 from pyspark.sql.datasource import InputPartition
 
-from rocketspark.client.allocation import averagely_by_index
+from rocketspark.client.consumer.allocation import averagely_by_index
 from rocketspark.errors import DataLossError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark.splitting import QueueRange, split_ranges
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rocketspark.errors import ConfigError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.options import Position, StartOrEnd
 from rocketspark.spark.queue_view import QueueView

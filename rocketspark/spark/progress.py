@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import offsets as offset_dicts
 
 

@@ -37,7 +37,7 @@ from pyspark.sql.datasource import (
 )
 
 from rocketspark.message.filter import parse_tag_expression
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 

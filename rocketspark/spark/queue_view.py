@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TypeVar
 
 from rocketspark.client.api import offset as offset_api
+from rocketspark.client.consumer.time_offsets import offset_for_time
 from rocketspark.client.retry import ask_broker
 from rocketspark.client.routes import subscribe_queues
-from rocketspark.client.time_offsets import offset_for_time
 from rocketspark.errors import (
     ConfigError,
     RequestCodeNotSupportedError,
@@ -28,12 +28,12 @@ from rocketspark.errors import (
     RocketMQError,
     TopicNotExistError,
 )
-from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import is_system_topic
-from rocketspark.remoting.body.route import ClusterInfo
-from rocketspark.remoting.body.topic import TopicList
-from rocketspark.remoting.codes import RequestCode, ResponseCode, code_name
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.body.route import ClusterInfo
+from rocketspark.protocol.body.topic import TopicList
+from rocketspark.protocol.codes import RequestCode, ResponseCode, code_name
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.reading import DEFAULT_READER_GROUP

@@ -17,8 +17,8 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
 from rocketspark.client.api.pull import PullStatus
+from rocketspark.client.consumer.puller import QueuePuller
 from rocketspark.client.lifecycle import ServiceState
-from rocketspark.client.puller import QueuePuller
 from rocketspark.errors import DataLossError, RocketMQError
 from rocketspark.message.batches.spark import to_spark_batch
 from rocketspark.spark import cluster

@@ -22,7 +22,7 @@ from rocketspark.errors import ValidationError
 from rocketspark.message.batches.producer import producer_batch
 from rocketspark.message.hashing import java_string_hash_array
 from rocketspark.message.properties.codec import SYSTEM_KEYS
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark.sink_ids import IdScope
 from rocketspark.spark.sink_options import SinkOptions
 

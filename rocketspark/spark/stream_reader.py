@@ -36,7 +36,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from rocketspark.errors import RocketMQError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.offset_mirror import OffsetMirror

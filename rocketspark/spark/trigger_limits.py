@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 #: Kafka's default maxTriggerDelay
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000

@@ -36,9 +36,9 @@ import pyarrow as pa
 
 from rocketspark.aio import finish_or_cancel
 from rocketspark.client.api.send import SendResult
-from rocketspark.client.producer import AsyncProducer
+from rocketspark.client.producer.producer import AsyncProducer
 from rocketspark.client.sync import shared_loop
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark.process_cache import ProcessCache
 from rocketspark.spark.sink_ids import IdScope

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from tests.cli.conftest import cli_env
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"

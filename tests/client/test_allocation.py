@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from rocketspark.client.allocation import (
+from rocketspark.client.consumer.allocation import (
     ConsistentHashAllocator,
     allocate_averagely,
     allocate_averagely_by_circle,
     averagely_by_index,
     strategy,
 )
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 
 
 def queues(n: int, brokers: tuple[str, ...] = ("broker-a",)) -> list[MessageQueue]:

@@ -12,7 +12,7 @@ from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, 
 from rocketspark.client.api import admin
 from rocketspark.errors import RocketMQError
 from rocketspark.processes import wait_registered
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.waiting import eventually

@@ -9,9 +9,9 @@ import pytest
 
 from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, Message
 from rocketspark.client.api.send import send_request
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.headers.send import SendMessageRequestHeader
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.headers.send import SendMessageRequestHeader
 from tests.harness import ServerFactory
 from tests.waiting import eventually
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from rocketspark.client.config import ClientConfig
+from rocketspark.client.consumer.offset_store import NO_OFFSET, LocalFileOffsetStore, ReadOffsetType
 from rocketspark.client.instance import new_client_id
-from rocketspark.client.offset_store import NO_OFFSET, LocalFileOffsetStore, ReadOffsetType
-from rocketspark.client.queue_selector import RoundRobinSelector, select_by_key
+from rocketspark.client.producer.queue_selector import RoundRobinSelector, select_by_key
 from rocketspark.errors import ConfigError, ValidationError
 from rocketspark.message.hashing import java_string_hash
-from rocketspark.message.queue import MessageQueue
 from rocketspark.message.validation import validate_client_group
+from rocketspark.protocol.queue import MessageQueue
 
 QUEUES = [MessageQueue("T", b, i) for b in ("broker-a", "broker-b") for i in range(2)]
 

@@ -35,7 +35,7 @@ async def test_a_record_that_does_not_decode_is_skipped_with_an_error_and_the_qu
         group, namesrv_addr=cluster.namesrv_addr, consume_from_where=FIRST, arrow=arrow, auto_commit=False
     )
     queue = MessageQueue(topic, BROKER_NAME, 0)
-    with caplog.at_level(logging.WARNING, logger="rocketspark.client.undecodable"):
+    with caplog.at_level(logging.WARNING, logger="rocketspark.client.consumer.undecodable"):
         async with consumer:
             consumer.subscribe(topic)
             assert bodies(await poll_until(consumer, 4)) == [b"before 0", b"before 1", b"after 0", b"after 1"]

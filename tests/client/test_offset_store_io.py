@@ -12,7 +12,7 @@ import pytest
 
 from rocketspark import MessageModel
 from rocketspark.client.config import ClientConfig
-from rocketspark.client.offset_store import LocalFileOffsetStore
+from rocketspark.client.consumer.offset_store import LocalFileOffsetStore
 from tests.client.conftest import Cluster
 from tests.client.test_push_consumer import Recorder, create_topic, exactly, push_consumer, send_round_robin
 from tests.waiting import eventually

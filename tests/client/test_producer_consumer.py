@@ -27,7 +27,7 @@ from rocketspark.errors import RocketMQError, TopicNotExistError, ValidationErro
 from rocketspark.message.ids import decode_offset_msg_id
 from rocketspark.message.properties import codec as props
 from rocketspark.message.records.decoding import decode_records
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.client.conftest import Cluster
 from tests.waiting import eventually

@@ -26,10 +26,10 @@ from rocketspark import (
 )
 from rocketspark.client.api import admin, client_manage, offset
 from rocketspark.client.api.route import get_route
-from rocketspark.client.push.process_queue import Backlog
-from rocketspark.client.push.pull_service import FLOW_CONTROL_DELAY_S
+from rocketspark.client.consumer.push.process_queue import Backlog
+from rocketspark.client.consumer.push.pull_service import FLOW_CONTROL_DELAY_S
 from rocketspark.errors import ValidationError
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.client.conftest import Cluster
 from tests.waiting import eventually

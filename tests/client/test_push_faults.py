@@ -16,7 +16,7 @@ import pytest
 from rocketspark import AsyncPushConsumer, ConsumeOrderlyStatus, MessageExt, MessageQueue
 from rocketspark.client.api import client_manage, offset
 from rocketspark.client.api.send import SendStatus, send_message
-from rocketspark.client.push import consumer as consumer_module
+from rocketspark.client.consumer.push import consumer as consumer_module
 from rocketspark.message import sysflag
 from rocketspark.remoting.client import RemotingClient
 from tests.client.conftest import Cluster
@@ -56,7 +56,7 @@ async def test_an_undecodable_record_is_logged_and_the_queue_goes_on(
     consumer.subscribe(topic)
     consumer.register_listener(in_order if orderly else recorder, orderly=orderly)
     after = [f"after {i}".encode() for i in range(3)]
-    with caplog.at_level(logging.WARNING, logger="rocketspark.client.undecodable"):
+    with caplog.at_level(logging.WARNING, logger="rocketspark.client.consumer.undecodable"):
         async with consumer:
             await eventually(exactly([recorder], [b"before 0", b"before 1"]), timeout_s=10, what="what came before")
             await send_round_robin(cluster, topic, after)  # later messages of the same queue

@@ -83,7 +83,7 @@ async def test_failed_messages_come_back_through_the_retry_topic(
         return ConsumeStatus.CONSUME_SUCCESS
 
     consumer = push_consumer(cluster, group, listener, topic)
-    with caplog.at_level(logging.ERROR, logger="rocketspark.client.push.listeners"):
+    with caplog.at_level(logging.ERROR, logger="rocketspark.client.consumer.push.listeners"):
         async with consumer:
             await send_round_robin(cluster, topic, [b"plain 1", b"raise", b"later", b"plain 2"])
             await eventually(

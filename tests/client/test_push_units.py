@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from rocketspark import ConsumeOrderlyStatus, ConsumeStatus, MessageExt, MessageQueue
-from rocketspark.client.push.listeners import invoke
-from rocketspark.client.push.process_queue import ProcessQueue
+from rocketspark.client.consumer.push.listeners import invoke
+from rocketspark.client.consumer.push.process_queue import ProcessQueue
 
 QUEUE = MessageQueue("Units", "broker-a", 3)
 

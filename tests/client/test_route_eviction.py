@@ -8,7 +8,7 @@ from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, 
 from rocketspark.client.api import admin, client_manage
 from rocketspark.client.config import ClientConfig
 from rocketspark.errors import ServerSystemError
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.waiting import eventually

@@ -12,7 +12,7 @@ import pytest
 
 from rocketspark import AsyncProducer, Message
 from rocketspark.client.instance import ClientInstance
-from rocketspark.remoting.body.route import TopicRouteData
+from rocketspark.protocol.body.route import TopicRouteData
 from tests.client.conftest import Cluster
 from tests.client.test_push_consumer import create_topic
 

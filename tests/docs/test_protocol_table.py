@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from rocketspark.protocol.codes import ResponseCode
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import ResponseCode
-from rocketspark.remoting.command import RemotingCommand
 from tests.harness import ServerFactory
 
 PROTOCOL = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()

@@ -10,15 +10,15 @@ from rocketspark.message.message import MessageExt
 from rocketspark.message.properties.codec import encode_properties
 from rocketspark.message.records.batch_body import encode_batch_body
 from rocketspark.message.records.decoding import decode_records
-from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.headers.pull import (
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.headers.pull import (
     FLAG_COMMIT_OFFSET,
     FLAG_SUBSCRIPTION,
     FLAG_SUSPEND,
     PullMessageRequestHeader,
 )
-from rocketspark.remoting.headers.send import SendMessageRequestHeader
+from rocketspark.protocol.headers.send import SendMessageRequestHeader
+from rocketspark.remoting.client import RemotingClient
 
 BROKER_NAME = "broker-a"
 

@@ -9,10 +9,10 @@ from typing import Self
 import pyarrow as pa
 
 from rocketspark.message.batches.schema import PRODUCER_SCHEMA
-from rocketspark.remoting.codec import FrameDecoder, encode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.extension import ExtensionCode
-from rocketspark.remoting.headers.send import SendMessageRequestHeader
+from rocketspark.protocol.codec import FrameDecoder, encode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.extension import ExtensionCode
+from rocketspark.protocol.headers.send import SendMessageRequestHeader
 
 
 def arrow_send_request(header: SendMessageRequestHeader, batch: pa.RecordBatch) -> RemotingCommand:

@@ -16,10 +16,10 @@ import orjson
 import pytest
 
 from rocketspark.processes import ServerProcess
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.pull import FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageRequestHeader
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.pull import FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageRequestHeader
 from tests.harness import ServerFactory
 from tests.integration.broker_client import properties, pull_all, send_header
 from tests.integration.raw_frames import RawConnection

@@ -25,19 +25,19 @@ from rocketspark.errors import (
 from rocketspark.message.batches.producer import producer_batch
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.ids import decode_offset_msg_id
-from rocketspark.message.queue import MessageQueue
 from rocketspark.message.records.decoding import decode_records
 from rocketspark.message.sysflag import TRANSACTION_PREPARED_TYPE
 from rocketspark.processes import ServerProcess
-from rocketspark.remoting.body.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
+from rocketspark.protocol.body.topic import TopicConfig
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.extension import ExtensionCode
+from rocketspark.protocol.headers.offset import UpdateConsumerOffsetRequestHeader
+from rocketspark.protocol.headers.pull import PullMessageRequestHeader
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.extension import ExtensionCode
-from rocketspark.remoting.headers.offset import UpdateConsumerOffsetRequestHeader
-from rocketspark.remoting.headers.pull import PullMessageRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 from tests.harness import ServerFactory
 from tests.integration.broker_client import (

@@ -10,7 +10,7 @@ import pytest
 
 from rocketspark.client.api import admin
 from rocketspark.errors import RocketMQError
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all, send

@@ -17,7 +17,7 @@ import pytest
 
 from rocketspark.client.api import admin
 from rocketspark.client.api.offset import get_max_offset
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all, send

@@ -18,9 +18,9 @@ from rocketspark.client.api import admin
 from rocketspark.client.api.offset import get_min_offset
 from rocketspark.errors import RocketMQError
 from rocketspark.message.records.decoding import decode_records
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
+from rocketspark.protocol.codes import ResponseCode
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import ResponseCode
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull, pull_all, send
 from tests.waiting import eventually

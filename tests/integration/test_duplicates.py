@@ -13,8 +13,8 @@ import pytest
 from rocketspark.client.api.send import send_arrow, send_message
 from rocketspark.message.batches.producer import producer_batch
 from rocketspark.message.records.batch_body import encode_batch_body
+from rocketspark.protocol.codes import RequestCode
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode
 from tests.harness import ServerFactory
 from tests.integration.broker_client import BROKER_NAME, properties, pull_all, send, send_header
 

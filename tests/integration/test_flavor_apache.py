@@ -16,12 +16,12 @@ from broker.flavor import nearest_entry
 from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere
 from rocketspark.client.api import offset
 from rocketspark.client.api.route import get_route
-from rocketspark.client.time_offsets import offset_for_time
+from rocketspark.client.consumer.time_offsets import offset_for_time
 from rocketspark.processes import ServerProcess
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.extension import ExtensionCode
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.extension import ExtensionCode
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull, pull_all, send, send_batch
 from tests.waiting import eventually

@@ -9,14 +9,13 @@ import pytest
 
 from rocketspark.checksum import crc32
 from rocketspark.processes import ServerProcess
-from rocketspark.remoting.body.kv import KVTable
-from rocketspark.remoting.body.register import RegisterBrokerBody
-from rocketspark.remoting.body.route import ClusterInfo, TopicRouteData
-from rocketspark.remoting.body.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicList
-from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.namesrv import (
+from rocketspark.protocol.body.kv import KVTable
+from rocketspark.protocol.body.register import RegisterBrokerBody
+from rocketspark.protocol.body.route import ClusterInfo, TopicRouteData
+from rocketspark.protocol.body.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicList
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.namesrv import (
     DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
@@ -30,6 +29,7 @@ from rocketspark.remoting.headers.namesrv import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
+from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.waiting import eventually
 

@@ -10,17 +10,17 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from rocketspark.errors import TopicNotExistError
-from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codec import FrameDecoder, encode
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.connection import LARGE_BODY_BYTES, Connection
-from rocketspark.remoting.errors import (
+from rocketspark.errors import (
     ConnectionClosedError,
     RemotingConnectError,
     RemotingTimeoutError,
+    TopicNotExistError,
 )
+from rocketspark.protocol.codec import FrameDecoder, encode
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.client import RemotingClient
+from rocketspark.remoting.connection import LARGE_BODY_BYTES, Connection
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.server import RemotingServer
 from rocketspark.remoting.sync import SyncRemotingClient

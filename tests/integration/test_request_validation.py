@@ -17,13 +17,13 @@ from broker.startup import parse_args
 from rocketspark.client.api import admin
 from rocketspark.client.api.client_manage import send_heartbeat
 from rocketspark.processes import ServerProcess
-from rocketspark.remoting.body.heartbeat import ConsumerData, HeartbeatData, ProducerData
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.heartbeat import ConsumerData, HeartbeatData, ProducerData
+from rocketspark.protocol.body.topic import TopicConfig
+from rocketspark.protocol.codec import FrameDecoder, encode
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.namesrv import GetRouteInfoRequestHeader
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codec import FrameDecoder, encode
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.namesrv import GetRouteInfoRequestHeader
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull, pull_all, send
 from tests.waiting import eventually

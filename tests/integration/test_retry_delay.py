@@ -18,10 +18,10 @@ from rocketspark.message.message import MessageExt
 from rocketspark.message.properties import codec as props
 from rocketspark.message.records.batch_body import encode_batch_body
 from rocketspark.processes import ServerProcess
-from rocketspark.remoting.body.topic import DEFAULT_PERM
+from rocketspark.protocol.body.topic import DEFAULT_PERM
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.headers.send import ConsumerSendMsgBackRequestHeader
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.headers.send import ConsumerSendMsgBackRequestHeader
 from tests.harness import ServerFactory
 from tests.integration.broker_client import BROKER_NAME, properties, pull_all, send, send_batch, send_header
 from tests.waiting import eventually

@@ -14,9 +14,9 @@ import pytest
 from rocketspark.message.batches.schema import PRODUCER_SCHEMA
 from rocketspark.message.properties.codec import encode_properties
 from rocketspark.processes import ServerProcess
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
 from tests.harness import ServerFactory
 from tests.integration.broker_client import properties, pull_all, send_header
 from tests.integration.raw_frames import RawConnection, arrow_send_request, producer_rows

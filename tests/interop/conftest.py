@@ -12,7 +12,7 @@ from rocketspark.client.api import offset
 from rocketspark.client.api.route import get_route
 from rocketspark.message.message import MessageExt
 from rocketspark.processes import ServerProcess
-from rocketspark.remoting.body.route import TopicRouteData
+from rocketspark.protocol.body.route import TopicRouteData
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all

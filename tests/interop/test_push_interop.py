@@ -11,7 +11,7 @@ import pytest
 
 from rocketspark import AsyncProducer, AsyncPushConsumer, ConsumeFromWhere, ConsumeStatus, Message, MessageExt
 from rocketspark.client.api import admin, client_manage
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from tests.interop.conftest import Cluster
 from tests.interop.driver import OutgoingMessage, Send
 from tests.waiting import eventually

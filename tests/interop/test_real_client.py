@@ -16,7 +16,7 @@ import pytest
 
 from rocketspark.message.message import MessageExt
 from rocketspark.message.properties import codec as props
-from rocketspark.remoting.codes import RequestCode, ResponseCode
+from rocketspark.protocol.codes import RequestCode, ResponseCode
 from tests.interop.conftest import Cluster
 from tests.interop.driver import Consumed, OutgoingMessage, Send
 from tests.interop.wire import WireRecorder

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
-from rocketspark.remoting.codes import RequestCode
+from rocketspark.protocol.codes import RequestCode
 
 _LENGTHS = struct.Struct(">ii")
 _RESPONSE_FLAG = 0x1

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rocketspark.processes import ServerProcess
-from rocketspark.remoting.command import RemotingCommand
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.signing import SessionCredentials, sign
 from tests.harness import ServerFactory
 

@@ -12,12 +12,12 @@ from broker.acl.resources import RULES
 from broker.acl.validator import AccessValidator
 from rocketspark.message.ids import decode_offset_msg_id
 from rocketspark.message.records.decoding import decode_records
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.admin import CreateTopicRequestHeader, ViewMessageRequestHeader
-from rocketspark.remoting.headers.offset import QueueRequestHeader
-from rocketspark.remoting.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader
-from rocketspark.remoting.headers.send import SendMessageRequestHeader, SendMessageResponseHeader, encode_send_header
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.admin import CreateTopicRequestHeader, ViewMessageRequestHeader
+from rocketspark.protocol.headers.offset import QueueRequestHeader
+from rocketspark.protocol.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader
+from rocketspark.protocol.headers.send import SendMessageRequestHeader, SendMessageResponseHeader, encode_send_header
 from rocketspark.remoting.signing import SessionCredentials
 from tests.harness import ServerFactory
 from tests.integration.broker_client import properties, send_header

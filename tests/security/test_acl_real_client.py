@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from rocketspark.client.api import admin
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
+from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
 from rocketspark.remoting.signing import signature
 from tests.harness import ServerFactory
 from tests.interop.conftest import Cluster

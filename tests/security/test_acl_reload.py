@@ -11,7 +11,7 @@ import pytest
 from broker.acl.accounts import AclFileError, load_acl, parse_acl
 from broker.acl.addresses import parse_address_pattern
 from broker.acl.permission import Perm
-from rocketspark.remoting.codes import ResponseCode
+from rocketspark.protocol.codes import ResponseCode
 from rocketspark.remoting.signing import SessionCredentials
 from tests.harness import ServerFactory
 from tests.integration.raw_frames import RawConnection

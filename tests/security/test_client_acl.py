@@ -28,7 +28,7 @@ from rocketspark import (
 from rocketspark.client.api import admin, offset
 from rocketspark.client.api.route import get_route
 from rocketspark.message.records.decoding import decode_records
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.security.conftest import ACCOUNTS, ADMIN, DENIED_GROUP, DENIED_TOPIC, USER, AclBroker, start_acl_broker

@@ -17,8 +17,8 @@ from rocketspark import AsyncLitePullConsumer, AsyncProducer, AsyncPushConsumer,
 from rocketspark.client.config import ClientConfig
 from rocketspark.client.instance import ClientInstance
 from rocketspark.errors import AccessDeniedError, NoPermissionError, ResponseError, ServerSystemError
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.server import RemotingServer

@@ -8,7 +8,7 @@ from rocketspark import AsyncProducer, Message
 from rocketspark.client.api import admin
 from rocketspark.errors import AccessDeniedError, NoPermissionError, ResponseError
 from rocketspark.processes import wait_registered
-from rocketspark.remoting.body.topic import Perm, TopicConfig
+from rocketspark.protocol.body.topic import Perm, TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.waiting import eventually

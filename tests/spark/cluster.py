@@ -14,7 +14,7 @@ from rocketspark import Message, Producer
 from rocketspark.client.api import admin, client_manage, offset
 from rocketspark.client.api.route import get_route
 from rocketspark.processes import ServerProcess, wait_registered
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rocketspark.errors import ConfigError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.options import Position, parse
 from rocketspark.spark.planning import PartitionRules, limit_ends, plan_partitions

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rocketspark.client.api import admin, client_manage
 from rocketspark.client.lifecycle import ServiceState
 from rocketspark.processes import ServerProcess
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.spark import cluster, options, reading
 from rocketspark.spark.process_cache import ProcessCache

@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rocketspark import Producer
-from rocketspark.client.queue_selector import select_by_key
-from rocketspark.message.queue import MessageQueue
+from rocketspark.client.producer.queue_selector import select_by_key
+from rocketspark.protocol.queue import MessageQueue
 from tests.harness import ServerFactory
 from tests.spark.cluster import SparkCluster
 

@@ -14,7 +14,7 @@ from pyspark.sql.types import ArrayType, MapType, StringType, StructField, Struc
 
 from rocketspark import Producer
 from rocketspark.client.api import offset
-from rocketspark.client.queue_selector import select_by_key
+from rocketspark.client.producer.queue_selector import select_by_key
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.interop.driver import RealClient

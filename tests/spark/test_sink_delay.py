@@ -14,9 +14,9 @@ from rocketspark.client.api.send import send_back
 from rocketspark.errors import ValidationError
 from rocketspark.message.message import MessageExt
 from rocketspark.message.properties import codec as props
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.headers.send import ConsumerSendMsgBackRequestHeader
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.headers.send import ConsumerSendMsgBackRequestHeader
 from rocketspark.spark.sink_options import parse_sink
 from rocketspark.spark.sink_rows import RowPlace, split_batch
 from tests.harness import ServerFactory

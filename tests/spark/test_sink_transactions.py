@@ -19,10 +19,10 @@ from pyspark.sql import functions as F
 
 from rocketspark.client.api.offset import get_max_offset
 from rocketspark.client.config import ClientConfig
+from rocketspark.client.producer.transaction import AsyncTransactionProducer
 from rocketspark.client.sync import LitePullConsumer, shared_loop
-from rocketspark.client.transaction import AsyncTransactionProducer
 from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from rocketspark.remoting.body.heartbeat import ConsumeFromWhere
+from rocketspark.protocol.body.heartbeat import ConsumeFromWhere
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.spark.sink_options import DEFAULT_TRANSACTIONAL_GROUP
 from rocketspark.spark.transactional.listener import RecordListener

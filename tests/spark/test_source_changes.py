@@ -11,10 +11,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from rocketspark.client.allocation import averagely_by_index
 from rocketspark.client.api import admin, offset
 from rocketspark.client.api.route import get_route
-from rocketspark.message.queue import MessageQueue
+from rocketspark.client.consumer.allocation import averagely_by_index
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.spark.cluster import Brokers, Row, SparkCluster, ends_of

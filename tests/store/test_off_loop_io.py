@@ -25,7 +25,7 @@ from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
 from namesrv.kvconfig_manager import KVConfigManager
 from rocketspark.fileutil import AtomicFileWriter
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from tests.store.conftest import StoreFactory, message
 
 

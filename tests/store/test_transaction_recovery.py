@@ -19,7 +19,7 @@ from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message import sysflag
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from rocketspark.remoting.headers.transaction import EndTransactionRequestHeader
+from rocketspark.protocol.headers.transaction import EndTransactionRequestHeader
 from tests.store.conftest import StoreFactory, message
 
 GROUP = "orders-tx"

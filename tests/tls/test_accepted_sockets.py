@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from rocketspark.client.api.route import get_cluster_info
+from rocketspark.errors import TlsHandshakeError
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.command import RemotingCommand
 from rocketspark.remoting.connection import Connection
-from rocketspark.remoting.errors import TlsHandshakeError
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.server import RemotingServer
 from rocketspark.remoting.tls import PERMISSIVE_MAX_FRAME_LENGTH, ServerTls, TlsTrust, client_context, server_tls

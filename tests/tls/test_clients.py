@@ -21,10 +21,9 @@ from rocketspark import (
 from rocketspark.client.api import admin
 from rocketspark.client.api.route import get_cluster_info, get_route
 from rocketspark.client.config import ClientConfig
-from rocketspark.errors import ConfigError
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.errors import ConfigError, ConnectionClosedError, RemotingError
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.errors import ConnectionClosedError, RemotingError
 from tests.cli.conftest import run_cli
 from tests.tls.conftest import TlsCluster
 from tests.waiting import eventually

@@ -14,13 +14,12 @@ from broker.config import BrokerConfig
 from broker.store.config import StoreConfig
 from namesrv.config import NamesrvConfig
 from rocketspark.client.api.route import get_cluster_info
-from rocketspark.errors import ConfigError
+from rocketspark.errors import ConfigError, ConnectionClosedError, TlsHandshakeError
 from rocketspark.processes import ServerProcess
+from rocketspark.protocol.codec import FrameDecoder, encode
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codec import FrameDecoder, encode
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.errors import ConnectionClosedError, TlsHandshakeError
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.server import RemotingServer
 from rocketspark.remoting.tls import PERMISSIVE_MAX_FRAME_LENGTH, TlsTrust, server_tls

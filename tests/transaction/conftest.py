@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rocketspark.client.config import ClientConfig
-from rocketspark.client.transaction import TransactionStatus
+from rocketspark.client.producer.transaction import TransactionStatus
 from rocketspark.message.message import Message, MessageExt
 from rocketspark.processes import ServerProcess
 from tests.harness import ServerFactory

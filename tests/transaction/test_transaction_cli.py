@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rocketspark.cli import main
-from rocketspark.client.transaction import TransactionStatus
-from rocketspark.client.transaction_sync import TransactionProducer
+from rocketspark.client.producer.transaction import TransactionStatus
+from rocketspark.client.producer.transaction_sync import TransactionProducer
 from rocketspark.message.message import Message
 from tests.harness import ServerFactory
 from tests.transaction.conftest import RecordingListener

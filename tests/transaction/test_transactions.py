@@ -10,12 +10,12 @@ import pytest
 
 from rocketspark.client.api import admin
 from rocketspark.client.api.offset import get_max_offset
-from rocketspark.client.transaction import AsyncTransactionProducer, TransactionStatus
+from rocketspark.client.producer.transaction import AsyncTransactionProducer, TransactionStatus
 from rocketspark.message.message import Message
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketspark.processes import wait_registered
-from rocketspark.remoting.body.topic import TopicConfig
+from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.remoting.client import RemotingClient
 from tests.integration.broker_client import pull_all
 from tests.transaction.conftest import Cluster, RecordingListener

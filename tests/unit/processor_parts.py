@@ -36,11 +36,11 @@ from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message.message import MessageExt
 from rocketspark.message.properties.codec import encode_properties
 from rocketspark.message.records.decoding import decode_records
-from rocketspark.remoting.body.topic import TopicConfig
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader
-from rocketspark.remoting.headers.send import SendMessageRequestHeader, encode_send_header
+from rocketspark.protocol.body.topic import TopicConfig
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader
+from rocketspark.protocol.headers.send import SendMessageRequestHeader, encode_send_header
 from rocketspark.remoting.processor import ProcessorTable
 
 #: the broker's "ip:port" (its store host), as offset msgIds name it

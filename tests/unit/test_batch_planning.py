@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from rocketspark.errors import DataLossError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark.planning import (
     BatchRules,
     Observed,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from rocketspark.remoting.body.jsonbody import loads
-from rocketspark.remoting.body.register import RegisterBrokerBody
-from rocketspark.remoting.body.route import BrokerData, ClusterInfo, QueueData, TopicRouteData
-from rocketspark.remoting.body.topic import (
+from rocketspark.protocol.body.jsonbody import loads
+from rocketspark.protocol.body.register import RegisterBrokerBody
+from rocketspark.protocol.body.route import BrokerData, ClusterInfo, QueueData, TopicRouteData
+from rocketspark.protocol.body.topic import (
     DataVersion,
     TopicConfig,
     TopicConfigSerializeWrapper,

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketspark.remoting.codec import FrameDecoder, decode_frame, encode, encode_binary_header
-from rocketspark.remoting.codes import LanguageCode, RequestCode, SerializeType
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.errors import ProtocolError
+from rocketspark.errors import ProtocolError
+from rocketspark.protocol.codec import FrameDecoder, decode_frame, encode, encode_binary_header
+from rocketspark.protocol.codes import LanguageCode, RequestCode, SerializeType
+from rocketspark.protocol.command import RemotingCommand
 
 GOLDEN = Path(__file__).parents[1] / "fixtures" / "real_client" / "get_routeinfo_by_topic.bin"
 

@@ -19,10 +19,10 @@ from broker.processors.send import SendMessageProcessor
 from rocketspark.message import sysflag
 from rocketspark.message.ids import decode_offset_msg_id
 from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.send import SendMessageResponseHeader
-from rocketspark.remoting.headers.transaction import EndTransactionRequestHeader
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.send import SendMessageResponseHeader
+from rocketspark.protocol.headers.transaction import EndTransactionRequestHeader
 from rocketspark.remoting.processor import ProcessorTable
 from tests.unit.processor_parts import (
     PRODUCER_GROUP,

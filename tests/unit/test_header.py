@@ -4,10 +4,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from rocketspark.remoting.errors import HeaderFieldError
-from rocketspark.remoting.header import CommandHeader
-from rocketspark.remoting.headers.namesrv import RegisterBrokerRequestHeader
-from rocketspark.remoting.schema import wire
+from rocketspark.errors import HeaderFieldError
+from rocketspark.protocol.header import CommandHeader
+from rocketspark.protocol.headers.namesrv import RegisterBrokerRequestHeader
+from rocketspark.protocol.schema import wire
 
 
 @dataclass(slots=True)

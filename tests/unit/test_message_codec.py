@@ -26,8 +26,8 @@ from rocketspark.message.records.decoding import (
 from rocketspark.message.records.encoding import encode_records
 from rocketspark.message.records.layout import MAGIC_V1, MAGIC_V2
 from rocketspark.message.records.scalar import SMALL_RECORDS
-from rocketspark.remoting.codec import FrameDecoder
-from rocketspark.remoting.codes import LanguageCode, RequestCode
+from rocketspark.protocol.codec import FrameDecoder
+from rocketspark.protocol.codes import LanguageCode, RequestCode
 
 GOLDEN_BATCH = Path(__file__).parents[1] / "fixtures" / "real_client" / "send_batch_message.bin"
 STORE_HOST = "10.0.0.2:10911"

@@ -18,9 +18,9 @@ from broker.processors.admin_offset import OffsetAdminProcessor
 from broker.processors.consumer_manage import ConsumerManageProcessor
 from broker.processors.pull import PullMessageProcessor
 from broker.processors.send import SendMessageProcessor
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.offset import (
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.offset import (
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
     QueueRequestHeader,
@@ -28,7 +28,7 @@ from rocketspark.remoting.headers.offset import (
     TimestampResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rocketspark.remoting.headers.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION
+from rocketspark.protocol.headers.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION
 from rocketspark.remoting.processor import ProcessorTable
 from tests.unit.processor_parts import (
     GROUP,

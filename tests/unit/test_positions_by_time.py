@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rocketspark.errors import ConfigError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark.options import Position, StartOrEnd, parse
 from rocketspark.spark.positions import require_named_queues
 

@@ -27,10 +27,10 @@ from broker.subscription_group_manager import SubscriptionGroupConfig
 from rocketspark.message.ids import decode_offset_msg_id
 from rocketspark.message.properties.codec import encode_properties
 from rocketspark.message.records.batch_body import encode_batch_body
-from rocketspark.remoting.body.topic import Perm, TopicConfig
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.headers.pull import FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageResponseHeader
-from rocketspark.remoting.headers.send import SendMessageResponseHeader
+from rocketspark.protocol.body.topic import Perm, TopicConfig
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.headers.pull import FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageResponseHeader
+from rocketspark.protocol.headers.send import SendMessageResponseHeader
 from rocketspark.remoting.processor import ProcessorTable
 from tests.unit.processor_parts import (
     ADDRESS,

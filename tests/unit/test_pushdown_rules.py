@@ -18,7 +18,7 @@ from pyspark.sql.datasource import (
     StringContains,
 )
 
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import batch_reader as batch_reader_module
 from rocketspark.spark.batch_reader import PUSHDOWN_WORKER, RocketMQPushdownReader, batch_reader
 from rocketspark.spark.options import parse

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from namesrv.route_info_manager import RegisterBrokerResult, RouteInfoManager
-from rocketspark.remoting.body.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketspark.protocol.body.topic import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 
 
 class Clock:

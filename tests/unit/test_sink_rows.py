@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark.sink_options import parse_sink
 from rocketspark.spark.sink_rows import RowPlace, split_batch
 

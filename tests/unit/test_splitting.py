@@ -8,7 +8,7 @@ import random
 import pytest
 
 from rocketspark.errors import ConfigError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark.options import parse
 from rocketspark.spark.planning import PartitionRules, plan_partitions
 from rocketspark.spark.splitting import QueueRange, split_ranges

@@ -1,4 +1,4 @@
-"""The client's offset of a time (rocketspark.client.time_offsets.first_at_or_after) over a fake
+"""The client's offset of a time (rocketspark.client.consumer.time_offsets.first_at_or_after) over a fake
 broker whose time search answers Apache 4.9's nearest entry, and over the bundled broker's answer."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from broker.flavor import nearest_entry
-from rocketspark.client.time_offsets import TIMES_PER_PULL, first_at_or_after
+from rocketspark.client.consumer.time_offsets import TIMES_PER_PULL, first_at_or_after
 
 
 class FakeQueue:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocketspark.client.transaction import HalfMessage, TransactionStatus
+from rocketspark.client.producer.transaction import HalfMessage, TransactionStatus
 from rocketspark.spark.transactional.record import BatchRecord, RecordState, load, save
 
 COMMIT, ROLLBACK, UNKNOWN = TransactionStatus.COMMIT, TransactionStatus.ROLLBACK, TransactionStatus.UNKNOWN

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import pytest
 
 from rocketspark.errors import ConfigError
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark.options import parse
 from rocketspark.spark.trigger_limits import FitBytes, TriggerClock, TriggerLimits, limit_bytes, parse_duration_ms
 

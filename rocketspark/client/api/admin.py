@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from rocketspark.client.api.common import call
-from rocketspark.remoting.body.kv import KVTable
-from rocketspark.remoting.body.stats import ConsumeStats, TopicStatsTable
-from rocketspark.remoting.body.topic import TopicConfig, TopicConfigSerializeWrapper
-from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.admin import (
+from rocketspark.protocol.body.kv import KVTable
+from rocketspark.protocol.body.stats import ConsumeStats, TopicStatsTable
+from rocketspark.protocol.body.topic import TopicConfig, TopicConfigSerializeWrapper
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.admin import (
     CreateTopicRequestHeader,
     GetConsumeStatsRequestHeader,
     QueryMessageRequestHeader,
     TopicRequestHeader,
     ViewMessageRequestHeader,
 )
-from rocketspark.remoting.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
+from rocketspark.protocol.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
+from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.signing import UNIQUE_KEY_QUERY
 
 

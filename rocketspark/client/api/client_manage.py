@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rocketspark.client.api.common import call
-from rocketspark.message.queue import MessageQueue
-from rocketspark.remoting.body.consumer import ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody
-from rocketspark.remoting.body.heartbeat import HeartbeatData
+from rocketspark.protocol.body.consumer import ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody
+from rocketspark.protocol.body.heartbeat import HeartbeatData
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.client import ConsumerGroupRequestHeader, UnregisterClientRequestHeader
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.client import ConsumerGroupRequestHeader, UnregisterClientRequestHeader
 
 
 async def send_heartbeat(

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rocketspark.errors import ResponseError
+from rocketspark.protocol.codes import ResponseCode, code_name
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import ResponseCode, code_name
-from rocketspark.remoting.command import RemotingCommand
 
 
 async def call(

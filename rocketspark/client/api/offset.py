@@ -4,11 +4,10 @@ bundled broker's extension) the offset a budget of body bytes reaches."""
 from __future__ import annotations
 
 from rocketspark.client.api.common import call
-from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.extension import ExtensionCode
-from rocketspark.remoting.headers.offset import (
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.extension import ExtensionCode
+from rocketspark.protocol.headers.offset import (
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
     QueueRequestHeader,
@@ -16,7 +15,8 @@ from rocketspark.remoting.headers.offset import (
     TimestampResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rocketspark.remoting.headers.queue_bytes import QueueBodyBytesRequestHeader, QueueBodyBytesResponseHeader
+from rocketspark.protocol.headers.queue_bytes import QueueBodyBytesRequestHeader, QueueBodyBytesResponseHeader
+from rocketspark.remoting.client import RemotingClient
 
 
 async def query_consumer_offset(
@@ -91,7 +91,7 @@ async def search_offset(
     timeout_s: float | None = None,
 ) -> int:
     """The broker's answer for `timestamp_ms`: the bundled broker's is the first offset stored at
-    or after it, Apache's the entry nearest it; `rocketspark.client.time_offsets.offset_for_time`
+    or after it, Apache's the entry nearest it; `rocketspark.client.consumer.time_offsets.offset_for_time`
     turns either into the first offset stored at or after it."""
     header = SearchOffsetRequestHeader(topic, queue_id, timestamp_ms)
     response = await call(

@@ -6,11 +6,11 @@ import enum
 from dataclasses import dataclass
 
 from rocketspark.client.api.common import call
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.extension import ExtensionCode
+from rocketspark.protocol.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.extension import ExtensionCode
-from rocketspark.remoting.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader
 
 
 class PullStatus(enum.Enum):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from rocketspark.client.api.common import call
-from rocketspark.remoting.body.route import ClusterInfo, TopicRouteData
-from rocketspark.remoting.body.topic import TopicList
+from rocketspark.protocol.body.route import ClusterInfo, TopicRouteData
+from rocketspark.protocol.body.topic import TopicList
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.namesrv import GetRouteInfoRequestHeader
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.namesrv import GetRouteInfoRequestHeader
 
 
 async def get_route(client: RemotingClient, namesrv: str, topic: str, timeout_s: float | None = None) -> TopicRouteData:

@@ -12,18 +12,18 @@ from rocketspark.client.api.common import call
 from rocketspark.message.batches.ipc import ipc_stream
 from rocketspark.message.batches.schema import PRODUCER_SCHEMA
 from rocketspark.message.ids import offset_msg_id
-from rocketspark.message.queue import MessageQueue
-from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode, ResponseCode
-from rocketspark.remoting.command import RemotingCommand, next_opaque
-from rocketspark.remoting.extension import ExtensionCode
-from rocketspark.remoting.headers.send import (
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand, next_opaque
+from rocketspark.protocol.extension import ExtensionCode
+from rocketspark.protocol.headers.send import (
     ArrowSendResponseHeader,
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     encode_send_header,
 )
+from rocketspark.protocol.queue import MessageQueue
+from rocketspark.remoting.client import RemotingClient
 
 
 class SendStatus(enum.Enum):

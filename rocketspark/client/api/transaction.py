@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from rocketspark.client.api.common import call
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.transaction import EndTransactionRequestHeader
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.codes import RequestCode
-from rocketspark.remoting.command import RemotingCommand
-from rocketspark.remoting.headers.transaction import EndTransactionRequestHeader
 
 
 async def end_transaction(

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 
-from rocketspark.client.transaction import HalfMessage, TransactionStatus
+from rocketspark.client.producer.transaction import HalfMessage, TransactionStatus
 from rocketspark.errors import RocketMQError
 from rocketspark.spark import cluster
 from rocketspark.spark.sink_options import SinkOptions

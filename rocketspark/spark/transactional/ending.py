@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from rocketspark.client.transaction import AsyncTransactionProducer, HalfMessage, TransactionStatus
+from rocketspark.client.producer.transaction import AsyncTransactionProducer, HalfMessage, TransactionStatus
 
 #: END_TRANSACTION requests in flight at once
 ENDS_IN_FLIGHT = 64

@@ -15,7 +15,7 @@ import threading
 from typing import Any
 
 from rocketspark.client.config import ClientConfig
-from rocketspark.client.transaction import AsyncTransactionProducer, TransactionStatus
+from rocketspark.client.producer.transaction import AsyncTransactionProducer, TransactionStatus
 from rocketspark.message.message import Message, MessageExt
 from rocketspark.spark import cluster
 from rocketspark.spark.process_cache import ProcessCache

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import orjson
 
-from rocketspark.client.transaction import HalfMessage, TransactionStatus
+from rocketspark.client.producer.transaction import HalfMessage, TransactionStatus
 from rocketspark.fileutil import write_atomically
 
 log = logging.getLogger(__name__)

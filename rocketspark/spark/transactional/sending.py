@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from rocketspark.client.transaction import AsyncTransactionProducer, HalfMessage, TransactionStatus
+from rocketspark.client.producer.transaction import AsyncTransactionProducer, HalfMessage, TransactionStatus
 from rocketspark.errors import RocketMQError, ValidationError
 from rocketspark.message.message import Message
-from rocketspark.message.queue import MessageQueue
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark.sink_ids import IdScope
 from rocketspark.spark.sink_options import SinkOptions

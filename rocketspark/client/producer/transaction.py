@@ -1,0 +1,247 @@
+"""`AsyncTransactionProducer`: Apache RocketMQ's TransactionMQProducer (docs/client.md, "Transactions").
+
+`send_message_in_transaction` sends a half message (TRAN_MSG=true, PGROUP: the broker keeps it from
+consumers), runs the listener's `execute_local_transaction` and ends the half message with
+END_TRANSACTION (oneway, as Java) by its answer: commit makes it visible, rollback discards it,
+unknown leaves it to the broker's check. A check (CHECK_TRANSACTION_STATE, from any broker, on any
+connection of the group) runs `check_local_transaction` on the producer's check threads, never on
+the event loop, and is answered the same way. `send_half` and `end_transaction` are the two steps
+apart, for callers (the Spark sink) that end half messages later, from another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rocketspark.client.api.send import SendResult, SendStatus, send_message
+from rocketspark.client.api.transaction import end_transaction
+from rocketspark.client.instance import ClientInstance
+from rocketspark.client.producer.producer import AsyncProducer
+from rocketspark.client.producer.send_retry import send_with_retries
+from rocketspark.errors import RocketMQError, ValidationError
+from rocketspark.message import sysflag
+from rocketspark.message.ids import decode_offset_msg_id
+from rocketspark.message.message import Message, MessageExt
+from rocketspark.message.properties import codec as props
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.transaction import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketspark.protocol.queue import MessageQueue
+from rocketspark.remoting.connection import Connection
+
+log = logging.getLogger(__name__)
+
+
+class TransactionStatus(enum.Enum):
+    """Java's LocalTransactionState."""
+
+    COMMIT = "COMMIT_MESSAGE"
+    ROLLBACK = "ROLLBACK_MESSAGE"
+    UNKNOWN = "UNKNOW"
+
+    @property
+    def sys_flag(self) -> int:
+        """The END_TRANSACTION `commitOrRollback` of this state."""
+        return _SYS_FLAGS[self]
+
+
+_SYS_FLAGS = {
+    TransactionStatus.COMMIT: sysflag.TRANSACTION_COMMIT_TYPE,
+    TransactionStatus.ROLLBACK: sysflag.TRANSACTION_ROLLBACK_TYPE,
+    TransactionStatus.UNKNOWN: sysflag.TRANSACTION_NOT_TYPE,
+}
+
+
+class TransactionListener(Protocol):
+    """Java's TransactionListener. Both methods run on a thread of their own (not the event loop)."""
+
+    def execute_local_transaction(self, message: Message, arg: Any) -> TransactionStatus:
+        """Run the local transaction the half message belongs to; its outcome ends the message."""
+        ...
+
+    def check_local_transaction(self, message: MessageExt) -> TransactionStatus:
+        """The outcome of the local transaction of a half message left unknown (the broker asks).
+        `message` is the half message with its real topic and queue; its msg_id is its UNIQ_KEY."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HalfMessage:
+    """What ends a half message: where the broker stored it. Picklable, so another process can end it."""
+
+    topic: str
+    broker_name: str
+    queue_offset: int  # in RMQ_SYS_TRANS_HALF_TOPIC (Java's tranStateTableOffset)
+    commit_log_offset: int
+    msg_id: str  # its UNIQ_KEY, which the committed message keeps
+
+    @classmethod
+    def of(cls, result: SendResult) -> HalfMessage:
+        _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
+        queue = result.message_queue
+        return cls(queue.topic, queue.broker_name, result.queue_offset, commit_log_offset, result.msg_id)
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionSendResult:
+    send_result: SendResult
+    half: HalfMessage
+    status: TransactionStatus  # what the local transaction answered (ROLLBACK when the send was not SEND_OK)
+
+
+class AsyncTransactionProducer(AsyncProducer):
+    def __init__(self, group: str, listener: TransactionListener, *, check_threads: int = 1, **options: Any) -> None:
+        """`check_threads`: threads that run the listener (Java's checkThreadPoolMinSize); `options`:
+        those of :class:`~rocketspark.client.producer.producer.AsyncProducer`."""
+        super().__init__(group, **options)
+        if check_threads <= 0:
+            raise ValidationError(f"check_threads must be positive, got {check_threads}")
+        self.listener = listener
+        self._check_threads = check_threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._checks: set[asyncio.Task[None]] = set()
+        self._introduced: set[str] = set()  # brokers told of the group since the start
+
+    async def start(self) -> None:
+        await super().start()
+        self._pool = ThreadPoolExecutor(self._check_threads, thread_name_prefix=f"transaction-check-{self.group}")
+        self._running().set_transaction_checker(self.group, self._on_check)
+
+    async def shutdown(self) -> None:
+        await super().shutdown()
+        for task in list(self._checks):
+            task.cancel()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- the two steps -------------------------------------------------------------------------
+
+    async def send_half(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        sharding_key: str | None = None,
+        uniq_key: str | None = None,
+    ) -> tuple[SendResult, HalfMessage]:
+        """Send `message` as a half message (no consumer sees it until it is committed)."""
+        if message.delay_level:
+            raise ValidationError("a transactional message may not be delayed (delay_level)")
+        header, body, uniq_key = self._prepare(message, uniq_key)
+        properties = props.decode_properties(header.properties or "")
+        properties[props.TRANSACTION_PREPARED] = "true"
+        properties[props.PRODUCER_GROUP] = self.group
+        header.properties = props.encode_properties(properties)
+        header.sys_flag |= sysflag.TRANSACTION_PREPARED_TYPE
+
+        async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult:
+            header.queue_id = target.queue_id
+            address = await instance.broker_address(target.broker_name, target.topic)
+            return await send_message(
+                instance.remoting, address, target.broker_name, header, body, msg_id=uniq_key, timeout_s=timeout_s
+            )
+
+        result = await self._with_retries(message.topic, queue, sharding_key, None, attempt)
+        await self._introduce(result.message_queue.broker_name)
+        return result, HalfMessage.of(result)
+
+    async def _introduce(self, broker_name: str) -> None:
+        """Heartbeat once to a broker that holds a first half message of ours: its checks reach the
+        group from then on, not only after the next periodic heartbeat."""
+        if broker_name not in self._introduced:
+            self._introduced.add(broker_name)
+            await self._running().heartbeat()
+
+    async def end_transaction(self, half: HalfMessage, status: TransactionStatus, *, wait: bool = False) -> None:
+        """End `half` by `status`: oneway, as Java, or with `wait` until the broker stored the end (an
+        end the broker answers SYSTEM_BUSY, having stored nothing, is sent again after a backoff, as
+        sends are, until `send_timeout_ms`)."""
+        instance = self._running()
+        header = EndTransactionRequestHeader(
+            producer_group=self.group,
+            tran_state_table_offset=half.queue_offset,
+            commit_log_offset=half.commit_log_offset,
+            commit_or_rollback=status.sys_flag,
+            msg_id=half.msg_id,
+            from_transaction_check=False,
+            transaction_id=half.msg_id,
+            topic=half.topic,
+        )
+        if not wait:
+            address = await instance.broker_address(half.broker_name, half.topic)
+            await end_transaction(instance.remoting, address, header, timeout_s=self.send_timeout_ms / 1000)
+            return
+        queue = MessageQueue(half.topic, half.broker_name, 0)
+
+        async def choose(avoid: str | None) -> MessageQueue:
+            return queue
+
+        async def attempt(target: MessageQueue, remaining_s: float) -> None:
+            address = await instance.broker_address(target.broker_name, target.topic)
+            await end_transaction(instance.remoting, address, header, oneway=False, timeout_s=remaining_s)
+
+        await send_with_retries(
+            half.topic,
+            choose,
+            attempt,
+            retries=0,
+            timeout_s=self.send_timeout_ms / 1000,
+            fixed_queue=True,
+            refresh_route=lambda: instance.route(half.topic, refresh=True),
+        )
+
+    # -- Java's API ----------------------------------------------------------------------------
+
+    async def send_message_in_transaction(self, message: Message, arg: Any = None) -> TransactionSendResult:
+        """Send a half message, run the local transaction, end the message by its outcome."""
+        result, half = await self.send_half(message)
+        status = TransactionStatus.ROLLBACK
+        if result.status is SendStatus.SEND_OK:
+            status = await self._listen(self.listener.execute_local_transaction, message, arg)
+        try:
+            await self.end_transaction(half, status)
+        except RocketMQError as exc:  # the broker's check asks later, as in Java
+            log.warning("ending half message %s (%s) failed: %s", half.msg_id, status.name, exc)
+        return TransactionSendResult(result, half, status)
+
+    async def _listen(self, method: Any, *args: Any) -> TransactionStatus:
+        """Run a listener method on a check thread; an error or a wrong answer counts as UNKNOWN."""
+        loop = asyncio.get_running_loop()
+        try:
+            status = await loop.run_in_executor(self._pool, method, *args)
+        except Exception:
+            log.exception("transaction listener of group %s failed: state unknown", self.group)
+            return TransactionStatus.UNKNOWN
+        if not isinstance(status, TransactionStatus):
+            log.error("transaction listener of group %s answered %r: state unknown", self.group, status)
+            return TransactionStatus.UNKNOWN
+        return status
+
+    # -- the broker's check --------------------------------------------------------------------
+
+    def _on_check(self, connection: Connection, request: RemotingCommand, message: MessageExt) -> None:
+        task = asyncio.ensure_future(self._answer_check(connection.remote_address, request, message))
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+
+    async def _answer_check(self, broker_addr: str, request: RemotingCommand, message: MessageExt) -> None:
+        check = request.decode_header(CheckTransactionStateRequestHeader)
+        status = await self._listen(self.listener.check_local_transaction, message)
+        header = EndTransactionRequestHeader(
+            producer_group=self.group,
+            tran_state_table_offset=check.tran_state_table_offset,
+            commit_log_offset=check.commit_log_offset,
+            commit_or_rollback=status.sys_flag,
+            msg_id=message.properties.get(props.UNIQ_KEY, message.msg_id),
+            from_transaction_check=True,
+            transaction_id=check.transaction_id,
+            topic=message.topic,
+        )
+        try:
+            await end_transaction(self._running().remoting, broker_addr, header, oneway=True)
+        except RocketMQError as exc:
+            log.warning("answering the check of %s at %s failed: %s", message.msg_id, broker_addr, exc)
