@@ -45,10 +45,10 @@ from bench.cluster import Cluster, cluster
 from bench.consume import SINGLE_IN_FLIGHT, TOPIC, max_offsets, preload, preload_single
 from bench.report import progress, record
 from rocketspark.spark.options import parse
-from rocketspark.spark.reading import puller_for, read_range
 from rocketspark.spark.schema import SOURCE_SCHEMA
 from rocketspark.spark.session import local_session
-from rocketspark.spark.splitting import QueueRange
+from rocketspark.spark.source.reading import puller_for, read_range
+from rocketspark.spark.source.splitting import QueueRange
 
 BROKER = "broker-a"
 MEMORY_SAMPLE = 1_000_000

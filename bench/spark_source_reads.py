@@ -25,8 +25,8 @@ from bench.report import progress
 from rocketspark.client.api.admin import get_runtime_info
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.spark.options import parse
-from rocketspark.spark.reading import puller_for, read_range
-from rocketspark.spark.splitting import QueueRange
+from rocketspark.spark.source.reading import puller_for, read_range
+from rocketspark.spark.source.splitting import QueueRange
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 

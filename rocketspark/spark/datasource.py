@@ -14,11 +14,11 @@ from pyspark.sql.types import StructType
 from rocketspark.errors import ConfigError
 
 if TYPE_CHECKING:
-    from rocketspark.spark.batch_reader import RocketMQBatchReader
-    from rocketspark.spark.sink_options import SinkOptions
-    from rocketspark.spark.stream_reader import RocketMQStreamReader
-    from rocketspark.spark.transactional.writers import TransactionalBatchWriter, TransactionalStreamWriter
-    from rocketspark.spark.writers import RocketMQBatchWriter, RocketMQStreamWriter
+    from rocketspark.spark.sink.options import SinkOptions
+    from rocketspark.spark.sink.transactional.writers import TransactionalBatchWriter, TransactionalStreamWriter
+    from rocketspark.spark.sink.writers import RocketMQBatchWriter, RocketMQStreamWriter
+    from rocketspark.spark.source.batch_reader import RocketMQBatchReader
+    from rocketspark.spark.source.stream_reader import RocketMQStreamReader
 
 
 class RocketMQDataSource(DataSource):
@@ -45,24 +45,24 @@ class RocketMQDataSource(DataSource):
             )
 
     def reader(self, schema: StructType) -> RocketMQBatchReader:
-        from rocketspark.spark.batch_reader import batch_reader  # noqa: PLC0415
         from rocketspark.spark.options import parse  # noqa: PLC0415
+        from rocketspark.spark.source.batch_reader import batch_reader  # noqa: PLC0415
 
         self._check_schema(schema)
         return batch_reader(parse(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> RocketMQStreamReader:
         from rocketspark.spark.options import parse  # noqa: PLC0415
-        from rocketspark.spark.stream_reader import RocketMQStreamReader  # noqa: PLC0415
+        from rocketspark.spark.source.stream_reader import RocketMQStreamReader  # noqa: PLC0415
 
         self._check_schema(schema)
         return RocketMQStreamReader(parse(self.options, streaming=True))
 
     def _sink_options(self, schema: StructType, overwrite: bool) -> SinkOptions:
         """Checked on the driver before any task starts: options, columns, save mode, topic."""
-        from rocketspark.spark.sink_options import check_input, parse_sink  # noqa: PLC0415
-        from rocketspark.spark.transactional import listener  # noqa: PLC0415
-        from rocketspark.spark.writing import check_topic  # noqa: PLC0415
+        from rocketspark.spark.sink.options import check_input, parse_sink  # noqa: PLC0415
+        from rocketspark.spark.sink.transactional import listener  # noqa: PLC0415
+        from rocketspark.spark.sink.writing import check_topic  # noqa: PLC0415
 
         options = parse_sink(self.options)
         if overwrite:
@@ -77,15 +77,15 @@ class RocketMQDataSource(DataSource):
         return options
 
     def writer(self, schema: StructType, overwrite: bool) -> RocketMQBatchWriter | TransactionalBatchWriter:
-        from rocketspark.spark.transactional.writers import TransactionalBatchWriter  # noqa: PLC0415
-        from rocketspark.spark.writers import RocketMQBatchWriter  # noqa: PLC0415
+        from rocketspark.spark.sink.transactional.writers import TransactionalBatchWriter  # noqa: PLC0415
+        from rocketspark.spark.sink.writers import RocketMQBatchWriter  # noqa: PLC0415
 
         options = self._sink_options(schema, overwrite)
         return TransactionalBatchWriter(options) if options.transactional else RocketMQBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> RocketMQStreamWriter | TransactionalStreamWriter:
-        from rocketspark.spark.transactional.writers import TransactionalStreamWriter  # noqa: PLC0415
-        from rocketspark.spark.writers import RocketMQStreamWriter  # noqa: PLC0415
+        from rocketspark.spark.sink.transactional.writers import TransactionalStreamWriter  # noqa: PLC0415
+        from rocketspark.spark.sink.writers import RocketMQStreamWriter  # noqa: PLC0415
 
         options = self._sink_options(schema, overwrite)
         return TransactionalStreamWriter(options) if options.transactional else RocketMQStreamWriter(options)

@@ -15,7 +15,6 @@ from rocketspark.message.filter import parse_tag_expression
 from rocketspark.message.validation import validate_group, validate_topic
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.signing import SessionCredentials
-from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.option_values import (
     CREDENTIAL_OPTIONS,
     TLS_OPTIONS,
@@ -26,8 +25,9 @@ from rocketspark.spark.option_values import (
     namesrv_option,
     tls_option,
 )
-from rocketspark.spark.planning import PartitionRules
-from rocketspark.spark.trigger_limits import TriggerLimits, parse_duration_ms
+from rocketspark.spark.source import offsets as offset_dicts
+from rocketspark.spark.source.planning import PartitionRules
+from rocketspark.spark.source.trigger_limits import TriggerLimits, parse_duration_ms
 
 log = logging.getLogger(__name__)
 

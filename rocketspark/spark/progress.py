@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rocketspark.protocol.queue import MessageQueue
-from rocketspark.spark import offsets as offset_dicts
+from rocketspark.spark.source import offsets as offset_dicts
 
 
 def _offsets(value: str | Mapping[str, Any] | None) -> dict[MessageQueue, int]:

@@ -11,7 +11,7 @@ from rocketspark.apps.common import rocketmq_options
 from rocketspark.client.config import credentials_from_env
 from rocketspark.errors import ConfigError
 from rocketspark.spark.options import parse
-from rocketspark.spark.sink_options import parse_sink
+from rocketspark.spark.sink.options import parse_sink
 
 BASE = {"nameserver": "127.0.0.1:9876", "topic": "Orders"}
 

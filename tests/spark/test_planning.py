@@ -8,9 +8,9 @@ import pytest
 
 from rocketspark.errors import ConfigError
 from rocketspark.protocol.queue import MessageQueue
-from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.options import Position, parse
-from rocketspark.spark.planning import PartitionRules, limit_ends, plan_partitions
+from rocketspark.spark.source import offsets as offset_dicts
+from rocketspark.spark.source.planning import PartitionRules, limit_ends, plan_partitions
 
 BASE = {"nameserver": "127.0.0.1:9876", "topic": "T", "consumerGroup": "g"}
 

@@ -13,8 +13,8 @@ from chispa import assert_df_equality
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from rocketspark.spark.batch_reader import SCAN_SCOPED_PUSHDOWN
-from rocketspark.spark.pushdown import TIME_MARGIN_MS
+from rocketspark.spark.source.batch_reader import SCAN_SCOPED_PUSHDOWN
+from rocketspark.spark.source.pushdown import TIME_MARGIN_MS
 from tests.spark.cluster import SparkCluster
 from tests.spark.queries import batch, run_available_now, stamp_between, stream
 

@@ -2,7 +2,7 @@
 
 PySpark 4.1-4.3 keep the read that a pushing reader planned on the DataFrame's relation and hand
 it to every later scan of that relation (see `SCAN_SCOPED_PUSHDOWN` in
-`rocketspark.spark.batch_reader`). These tests run the same sequence of reads of ONE DataFrame with
+`rocketspark.spark.source.batch_reader`). These tests run the same sequence of reads of ONE DataFrame with
 the session's pushdown setting on and off and compare every answer (chispa): counts, collected
 rows, a join and a union of two differently filtered views, a cached DataFrame and a temporary
 view queried with SQL, for each column the source can take filters on.

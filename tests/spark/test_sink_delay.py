@@ -17,8 +17,8 @@ from rocketspark.message.properties import codec as props
 from rocketspark.protocol.headers.send import ConsumerSendMsgBackRequestHeader
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.spark.sink_options import parse_sink
-from rocketspark.spark.sink_rows import RowPlace, split_batch
+from rocketspark.spark.sink.options import parse_sink
+from rocketspark.spark.sink.rows import RowPlace, split_batch
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all, send
 from tests.spark.cluster import SparkCluster, two_brokers_on

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pytest
 
 from rocketspark.client.sync import shared_loop
-from rocketspark.spark import writing
-from rocketspark.spark.sink_options import parse_sink
-from rocketspark.spark.writers import RocketMQBatchWriter
+from rocketspark.spark.sink import writing
+from rocketspark.spark.sink.options import parse_sink
+from rocketspark.spark.sink.writers import RocketMQBatchWriter
 from tests.harness import ServerFactory
 from tests.spark.cluster import Brokers
 from tests.spark.test_sink_brokers import stored_on

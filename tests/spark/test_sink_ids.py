@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 from rocketspark.errors import ConfigError
 from rocketspark.message.batches.producer import producer_batch
 from rocketspark.spark.datasource import RocketMQDataSource
-from rocketspark.spark.sink_ids import IdScope
-from rocketspark.spark.sink_options import parse_sink
+from rocketspark.spark.sink.ids import IdScope
+from rocketspark.spark.sink.options import parse_sink
 from tests.harness import ServerFactory
 from tests.spark.cluster import SparkCluster, two_brokers_on
 from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit

@@ -24,9 +24,9 @@ from rocketspark.client.sync import LitePullConsumer, shared_loop
 from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketspark.protocol.body.heartbeat import ConsumeFromWhere
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.spark.sink_options import DEFAULT_TRANSACTIONAL_GROUP
-from rocketspark.spark.transactional.listener import RecordListener
-from rocketspark.spark.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, load
+from rocketspark.spark.sink.options import DEFAULT_TRANSACTIONAL_GROUP
+from rocketspark.spark.sink.transactional.listener import RecordListener
+from rocketspark.spark.sink.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, load
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all
 from tests.spark.cluster import SparkCluster, two_brokers_on

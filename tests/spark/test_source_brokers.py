@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from rocketspark.client.retry import ASK_WINDOW_S
 from rocketspark.spark.options import parse
-from rocketspark.spark.queue_view import QueueView
+from rocketspark.spark.source.queue_view import QueueView
 from tests.spark.cluster import Brokers, ends_of
 from tests.spark.queries import start_stream, stored_rows, stream, wait_for
 

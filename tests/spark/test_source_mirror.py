@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from rocketspark.spark.datasource import RocketMQDataSource
-from rocketspark.spark.stream_reader import RocketMQStreamReader
+from rocketspark.spark.source.stream_reader import RocketMQStreamReader
 from tests.spark.cluster import Brokers, ends_of
 
 

@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame
 
 from rocketspark.errors import ConfigError
 from rocketspark.spark.options import parse
-from rocketspark.spark.queue_view import QueueView
-from rocketspark.spark.stream_reader import IDLE_POLL_INTERVAL_S
+from rocketspark.spark.source.queue_view import QueueView
+from rocketspark.spark.source.stream_reader import IDLE_POLL_INTERVAL_S
 from tests.interop.wire import WireRecorder
 from tests.spark.cluster import two_brokers_on
 from tests.spark.queries import run_available_now, stream, wait_for

@@ -11,7 +11,7 @@ import pytest
 
 from rocketspark.errors import DataLossError
 from rocketspark.protocol.queue import MessageQueue
-from rocketspark.spark.planning import (
+from rocketspark.spark.source.planning import (
     BatchRules,
     Observed,
     Offsets,

@@ -10,7 +10,7 @@ import pytest
 from rocketspark.errors import ConfigError
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark.options import Position, StartOrEnd, parse
-from rocketspark.spark.positions import require_named_queues
+from rocketspark.spark.source.positions import require_named_queues
 
 BATCH = {"nameserver": "h:1", "topic": "T"}
 STAMPS = json.dumps({"T": {"broker-a": {"0": 1000, "1": 2000}}})

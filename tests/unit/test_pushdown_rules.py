@@ -19,10 +19,10 @@ from pyspark.sql.datasource import (
 )
 
 from rocketspark.protocol.queue import MessageQueue
-from rocketspark.spark import batch_reader as batch_reader_module
-from rocketspark.spark.batch_reader import PUSHDOWN_WORKER, RocketMQPushdownReader, batch_reader
 from rocketspark.spark.options import parse
-from rocketspark.spark.pushdown import Bounds, Pushed, narrow, push
+from rocketspark.spark.source import batch_reader as batch_reader_module
+from rocketspark.spark.source.batch_reader import PUSHDOWN_WORKER, RocketMQPushdownReader, batch_reader
+from rocketspark.spark.source.pushdown import Bounds, Pushed, narrow, push
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 T0_US = 1_767_225_600_000_000

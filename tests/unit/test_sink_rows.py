@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow as pa
 
 from rocketspark.protocol.queue import MessageQueue
-from rocketspark.spark.sink_options import parse_sink
-from rocketspark.spark.sink_rows import RowPlace, split_batch
+from rocketspark.spark.sink.options import parse_sink
+from rocketspark.spark.sink.rows import RowPlace, split_batch
 
 QUEUES = [MessageQueue("T", "broker-a", q) for q in range(4)]
 

@@ -10,8 +10,8 @@ import pytest
 from rocketspark.errors import ConfigError
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark.options import parse
-from rocketspark.spark.planning import PartitionRules, plan_partitions
-from rocketspark.spark.splitting import QueueRange, split_ranges
+from rocketspark.spark.source.planning import PartitionRules, plan_partitions
+from rocketspark.spark.source.splitting import QueueRange, split_ranges
 
 
 def rng(queue_id: int, start: int, end: int, broker: str = "broker-a") -> QueueRange:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocketspark.client.producer.transaction import HalfMessage, TransactionStatus
-from rocketspark.spark.transactional.record import BatchRecord, RecordState, load, save
+from rocketspark.spark.sink.transactional.record import BatchRecord, RecordState, load, save
 
 COMMIT, ROLLBACK, UNKNOWN = TransactionStatus.COMMIT, TransactionStatus.ROLLBACK, TransactionStatus.UNKNOWN
 

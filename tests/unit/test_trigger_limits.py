@@ -10,7 +10,13 @@ import pytest
 from rocketspark.errors import ConfigError
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark.options import parse
-from rocketspark.spark.trigger_limits import FitBytes, TriggerClock, TriggerLimits, limit_bytes, parse_duration_ms
+from rocketspark.spark.source.trigger_limits import (
+    FitBytes,
+    TriggerClock,
+    TriggerLimits,
+    limit_bytes,
+    parse_duration_ms,
+)
 
 STREAM = {"nameserver": "h:1", "topic": "T", "consumerGroup": "g"}
 

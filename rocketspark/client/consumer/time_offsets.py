@@ -7,7 +7,7 @@ of several messages stored in the same millisecond, the last message for a time 
 `offset_for_time` takes the answer as a hint only and finds the true offset by reading store times
 around it with standard pulls, so it is exact on every broker. It is the client's one rule for a
 time (`LitePullConsumer.offset_for_timestamp`, CONSUME_FROM_TIMESTAMP) and the Spark source's
-(`rocketspark.spark.queue_view.QueueView.offsets_for_timestamps`).
+(`rocketspark.spark.source.queue_view.QueueView.offsets_for_timestamps`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Writing a task's rows on an executor: producer batches sent through one producer per process.
 
 Spark hands a task Arrow batches; each becomes producer batches for one destination each
-(:mod:`rocketspark.spark.sink_rows`), sent while the next batch is converted. Sends to one queue go
+(:mod:`rocketspark.spark.sink.rows`), sent while the next batch is converted. Sends to one queue go
 one after another in the order of the rows (rows of one sharding key stay in order); the others go
 concurrently. A task returns only when every send is acknowledged, so Spark counts a task done only
 when the brokers hold its rows; a send that fails after the producer's retries fails the task, and
-Spark runs it again. With deterministic ids (:mod:`rocketspark.spark.sink_ids`) the retry sends the
+Spark runs it again. With deterministic ids (:mod:`rocketspark.spark.sink.ids`) the retry sends the
 same ids to the same queues, which brokers that detect duplicates store once.
 
 A task fails as soon as one of its sends fails (or its input, or the conversion of a batch), and
@@ -41,9 +41,9 @@ from rocketspark.client.sync import shared_loop
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark.process_cache import ProcessCache
-from rocketspark.spark.sink_ids import IdScope
-from rocketspark.spark.sink_options import SinkOptions
-from rocketspark.spark.sink_rows import Outgoing, RowPlace, split_batch
+from rocketspark.spark.sink.ids import IdScope
+from rocketspark.spark.sink.options import SinkOptions
+from rocketspark.spark.sink.rows import Outgoing, RowPlace, split_batch
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def write_partition(
 
 class SplitRows:
     """A task's Spark batches, one after another, as producer batches per destination
-    (:func:`rocketspark.spark.sink_rows.split_batch`), with the task's row count so far."""
+    (:func:`rocketspark.spark.sink.rows.split_batch`), with the task's row count so far."""
 
     def __init__(
         self, options: SinkOptions, partition: int | None, ids: IdScope | None, producer: AsyncProducer

@@ -1,5 +1,5 @@
 """Spark's Arrow writers for `transactional=true`: tasks send half messages and return their
-handles; the driver's `commit` and `abort` end them (:mod:`rocketspark.spark.transactional.commit`)."""
+handles; the driver's `commit` and `abort` end them (:mod:`rocketspark.spark.sink.transactional.commit`)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from rocketspark.errors import ConfigError
-from rocketspark.spark.sink_options import SinkOptions
-from rocketspark.spark.transactional.commit import abort_batch, commit_batch
-from rocketspark.spark.transactional.options import require_log
-from rocketspark.spark.transactional.record import stream_record_path, write_record_path
-from rocketspark.spark.transactional.sending import TaskHalves, send_task
-from rocketspark.spark.writers import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, id_scope
+from rocketspark.spark.sink.options import SinkOptions
+from rocketspark.spark.sink.transactional.commit import abort_batch, commit_batch
+from rocketspark.spark.sink.transactional.options import require_log
+from rocketspark.spark.sink.transactional.record import stream_record_path, write_record_path
+from rocketspark.spark.sink.transactional.sending import TaskHalves, send_task
+from rocketspark.spark.sink.writers import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, id_scope
 
 log = logging.getLogger(__name__)
 

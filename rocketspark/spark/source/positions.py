@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rocketspark.errors import ConfigError
 from rocketspark.protocol.queue import MessageQueue
-from rocketspark.spark import offsets as offset_dicts
 from rocketspark.spark.options import Position, StartOrEnd
-from rocketspark.spark.queue_view import QueueView
+from rocketspark.spark.source import offsets as offset_dicts
+from rocketspark.spark.source.queue_view import QueueView
 
 
 def resolve(

@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from rocketspark.client.producer.transaction import HalfMessage, TransactionStatus
 from rocketspark.errors import RocketMQError
 from rocketspark.spark import cluster
-from rocketspark.spark.sink_options import SinkOptions
-from rocketspark.spark.transactional.ending import end_halves
-from rocketspark.spark.transactional.listener import producer_for
-from rocketspark.spark.transactional.record import BatchRecord, RecordState, load, locked, save
-from rocketspark.spark.transactional.sending import TaskHalves
+from rocketspark.spark.sink.options import SinkOptions
+from rocketspark.spark.sink.transactional.ending import end_halves
+from rocketspark.spark.sink.transactional.listener import producer_for
+from rocketspark.spark.sink.transactional.record import BatchRecord, RecordState, load, locked, save
+from rocketspark.spark.sink.transactional.sending import TaskHalves
 
 log = logging.getLogger(__name__)
 

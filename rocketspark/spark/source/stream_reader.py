@@ -1,7 +1,7 @@
 """`RocketMQStreamReader`: micro-batches over the queues of the subscribed topics.
 
 Offsets live in Spark's checkpoint. The consumer group's offsets on the brokers mirror the query's
-progress (`rocketspark.spark.offset_mirror`: next offset to consume, increase-only as the offset
+progress (`rocketspark.spark.source.offset_mirror`: next offset to consume, increase-only as the offset
 stores): the offsets a new query starts from, and the end of every batch once the next one is
 planned (Spark asks for the next batch only when the previous one is done); planning itself only
 reads. Spark's `commit(end)` is not used: it reports, one batch late, the same offsets the planning
@@ -10,7 +10,7 @@ last one of a `Trigger.AvailableNow` run is retried until it is taken or `pullTi
 queue that started over (its topic created again) is the one exception to increase-only: the group
 follows it back to where the query reads it from.
 
-What the next batch takes is decided by `rocketspark.spark.planning`. A queue the query sees for the
+What the next batch takes is decided by `rocketspark.spark.source.planning`. A queue the query sees for the
 first time after it started gets its position from the starting option as of the query's start: a
 queue of a broker that was away then is not replayed from its earliest offset under `latest`, while a
 queue created since (scale-out) holds only messages stored after the start and so is read from its
@@ -38,14 +38,14 @@ from pyspark.sql.streaming.datasource import (
 from rocketspark.errors import RocketMQError
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import cluster
-from rocketspark.spark import offsets as offset_dicts
-from rocketspark.spark.offset_mirror import OffsetMirror
 from rocketspark.spark.options import Position, SourceOptions
-from rocketspark.spark.planning import BatchRules, Observed, observe, plan_batch, plan_partitions
-from rocketspark.spark.positions import require_named_queues, resolve
-from rocketspark.spark.queue_view import QueueView
-from rocketspark.spark.reading import read_partition
-from rocketspark.spark.trigger_limits import TriggerClock, limit_bytes
+from rocketspark.spark.source import offsets as offset_dicts
+from rocketspark.spark.source.offset_mirror import OffsetMirror
+from rocketspark.spark.source.planning import BatchRules, Observed, observe, plan_batch, plan_partitions
+from rocketspark.spark.source.positions import require_named_queues, resolve
+from rocketspark.spark.source.queue_view import QueueView
+from rocketspark.spark.source.reading import read_partition
+from rocketspark.spark.source.trigger_limits import TriggerClock, limit_bytes
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """Any limit but ReadAllAvailable when trigger limits are set: Spark hands it back to
-        `latestOffset`, which applies the options' limits (`rocketspark.spark.trigger_limits`)
+        `latestOffset`, which applies the options' limits (`rocketspark.spark.source.trigger_limits`)
         unless Spark passes ReadAllAvailable instead (Trigger.Once)."""
         limits = self.options.trigger
         if limits.max_messages is not None:

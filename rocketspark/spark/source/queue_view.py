@@ -1,6 +1,6 @@
 """What the driver asks RocketMQ about the queues a source reads: their offsets and the group's.
 
-It only reads (the group's offsets are written by `rocketspark.spark.offset_mirror`), through the
+It only reads (the group's offsets are written by `rocketspark.spark.source.offset_mirror`), through the
 process's `ClientInstance` and the client's RPCs (`rocketspark.client.api`). Every question to a
 broker is asked with the client's retry policy (`rocketspark.client.retry.ask_broker`: again after
 a backoff while it fails in a way that can pass, refreshing the topic's route in between so a broker
@@ -36,7 +36,7 @@ from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
-from rocketspark.spark.reading import DEFAULT_READER_GROUP
+from rocketspark.spark.source.reading import DEFAULT_READER_GROUP
 
 log = logging.getLogger(__name__)
 

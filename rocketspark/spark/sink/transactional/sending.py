@@ -1,9 +1,9 @@
 """Executor side of a transactional write: a task's rows sent as half messages.
 
-Rows go to the queues the non-transactional sink would pick (:class:`rocketspark.spark.writing.SplitRows`:
+Rows go to the queues the non-transactional sink would pick (:class:`rocketspark.spark.sink.writing.SplitRows`:
 `queueId`, `shardingKey`, the row's id, else round robin), with the same ids, one half message per
 row, in the rows' order per queue. Each carries its batch record's path and the task attempt's id
-(:mod:`rocketspark.spark.transactional.record`). No consumer sees them until the driver commits the
+(:mod:`rocketspark.spark.sink.transactional.record`). No consumer sees them until the driver commits the
 batch. A task that fails rolls back the half messages it knows it sent before the failure leaves it.
 """
 
@@ -22,13 +22,13 @@ from rocketspark.errors import RocketMQError, ValidationError
 from rocketspark.message.message import Message
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import cluster
-from rocketspark.spark.sink_ids import IdScope
-from rocketspark.spark.sink_options import SinkOptions
-from rocketspark.spark.sink_rows import Outgoing
-from rocketspark.spark.transactional.ending import end_halves
-from rocketspark.spark.transactional.listener import producer_for
-from rocketspark.spark.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY
-from rocketspark.spark.writing import SplitRows
+from rocketspark.spark.sink.ids import IdScope
+from rocketspark.spark.sink.options import SinkOptions
+from rocketspark.spark.sink.rows import Outgoing
+from rocketspark.spark.sink.transactional.ending import end_halves
+from rocketspark.spark.sink.transactional.listener import producer_for
+from rocketspark.spark.sink.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY
+from rocketspark.spark.sink.writing import SplitRows
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """`spark.read.format("rocketmq")`: a bounded DataFrame between two positions, with filters pushed
-down (`rocketspark.spark.pushdown`) when the session turns Python data source pushdown on and the
+down (`rocketspark.spark.source.pushdown`) when the session turns Python data source pushdown on and the
 running Spark keeps what a read pushed within the scan that pushed it (`SCAN_SCOPED_PUSHDOWN`)."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import pyspark
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from rocketspark.spark.options import SourceOptions
-from rocketspark.spark.planning import plan_partitions
-from rocketspark.spark.positions import require_named_queues, resolve
-from rocketspark.spark.pushdown import Bounds, Pushed, narrow, push
-from rocketspark.spark.queue_view import QueueView
-from rocketspark.spark.reading import read_partition
+from rocketspark.spark.source.planning import plan_partitions
+from rocketspark.spark.source.positions import require_named_queues, resolve
+from rocketspark.spark.source.pushdown import Bounds, Pushed, narrow, push
+from rocketspark.spark.source.queue_view import QueueView
+from rocketspark.spark.source.reading import read_partition
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def _within(stamps: pa.Array, bounds: Bounds) -> pa.Array:
 
 class RocketMQPushdownReader(RocketMQBatchReader):
     def pushFilters(self, filters: list[Filter]) -> list[Filter]:
-        """Take the filters the read guarantees (see `rocketspark.spark.pushdown`); Spark checks
+        """Take the filters the read guarantees (see `rocketspark.spark.source.pushdown`); Spark checks
         the others it gets back."""
         self.pushed, left = push(filters)
         log.info(

@@ -2,7 +2,7 @@
 
 Every process of a query that sends or ends half messages (executors' Python workers, the driver's
 commit runner) holds a producer of the sink's group; a broker's check may reach any of them, and
-each answers from the batch's record (:mod:`rocketspark.spark.transactional.record`). A producer
+each answers from the batch's record (:mod:`rocketspark.spark.sink.transactional.record`). A producer
 that cannot read the record (a transaction log not shared with its host) answers UNKNOWN, so the
 broker asks again, maybe another producer.
 """
@@ -19,8 +19,8 @@ from rocketspark.client.producer.transaction import AsyncTransactionProducer, Tr
 from rocketspark.message.message import Message, MessageExt
 from rocketspark.spark import cluster
 from rocketspark.spark.process_cache import ProcessCache
-from rocketspark.spark.sink_options import SinkOptions
-from rocketspark.spark.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, BatchRecord, load
+from rocketspark.spark.sink.options import SinkOptions
+from rocketspark.spark.sink.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, BatchRecord, load
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from rocketspark.spark.option_values import (
     namesrv_option,
     tls_option,
 )
-from rocketspark.spark.transactional.options import transaction_log_option
+from rocketspark.spark.sink.transactional.options import transaction_log_option
 
 DEFAULT_PRODUCER_GROUP = "spark-rocketmq-producer"
 #: transactional writes default to a group of their own: brokers send checks to any producer of a
@@ -99,7 +99,7 @@ class SinkOptions:
     #: every connection is TLS, the servers' certificates verified against `tls_trust` (useTLS, tlsTrust)
     use_tls: bool = False
     tls_trust: str | None = None
-    #: rows sent as half messages, committed by the driver (rocketspark.spark.transactional); the
+    #: rows sent as half messages, committed by the driver (rocketspark.spark.sink.transactional); the
     #: directory of the batch records, when one is named (transactionLog, else in checkpointLocation)
     transactional: bool = False
     transaction_log: str | None = None

@@ -29,7 +29,7 @@ from pyspark.sql.datasource import InputPartition
 from rocketspark.client.consumer.allocation import averagely_by_index
 from rocketspark.errors import DataLossError
 from rocketspark.protocol.queue import MessageQueue
-from rocketspark.spark.splitting import QueueRange, split_ranges
+from rocketspark.spark.source.splitting import QueueRange, split_ranges
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ Offsets = dict[MessageQueue, int]
 
 
 class OffsetView(Protocol):
-    """What planning a micro-batch asks the cluster (`rocketspark.spark.queue_view.QueueView`).
+    """What planning a micro-batch asks the cluster (`rocketspark.spark.source.queue_view.QueueView`).
 
     `unreachable` names the queues whose broker did not answer a question asked through the view."""
 
@@ -195,7 +195,7 @@ def plan_partitions(
     """The Spark partitions of a read from `start` to `end`, a pure function of the two and `rules`.
 
     With minPartitions or maxRecordsPerPartition, every partition reads one part of one queue's
-    range (`rocketspark.spark.splitting`). Otherwise whole queues are grouped: the sorted queues go
+    range (`rocketspark.spark.source.splitting`). Otherwise whole queues are grouped: the sorted queues go
     to partitions as AllocateMessageQueueAveragely allocates queues to consumers (partition i of n
     reads what consumer i of n would get; n is numPartitions, at most the queue count), so a
     partition keeps its queues from batch to batch while the queue set stays the same. Partitions

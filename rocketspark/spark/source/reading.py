@@ -23,9 +23,9 @@ from rocketspark.errors import DataLossError, RocketMQError
 from rocketspark.message.batches.spark import to_spark_batch
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
-from rocketspark.spark.planning import RocketMQPartition
 from rocketspark.spark.process_cache import ProcessCache
-from rocketspark.spark.splitting import QueueRange
+from rocketspark.spark.source.planning import RocketMQPartition
+from rocketspark.spark.source.splitting import QueueRange
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ All of it is Arrow compute over a whole batch: no Python work per row. A row goe
 `queueId` names (an index into the topic's writable queues, as a Java `MessageQueueSelector` picks
 `mqs.get(id)`), else to the queue its `shardingKey` hashes to (as the client's sharding-key
 selector, so one key keeps one queue), else, when the write sends deterministic ids
-(:mod:`rocketspark.spark.sink_ids`), to the queue its id hashes to (so a replay sends it to the same
+(:mod:`rocketspark.spark.sink.ids`), to the queue its id hashes to (so a replay sends it to the same
 queue), else round robin. Rows with a delay level (the `delayLevel` column, else the option) go in
 producer batches of their own, which the producer sends one message at a time.
 """
@@ -23,8 +23,8 @@ from rocketspark.message.batches.producer import producer_batch
 from rocketspark.message.hashing import java_string_hash_array
 from rocketspark.message.properties.codec import SYSTEM_KEYS
 from rocketspark.protocol.queue import MessageQueue
-from rocketspark.spark.sink_ids import IdScope
-from rocketspark.spark.sink_options import SinkOptions
+from rocketspark.spark.sink.ids import IdScope
+from rocketspark.spark.sink.options import SinkOptions
 
 _SYSTEM_KEYS = pa.array(sorted(SYSTEM_KEYS), pa.string())
 

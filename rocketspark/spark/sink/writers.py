@@ -1,10 +1,10 @@
 """`df.write.format("rocketmq")` and `df.writeStream.format("rocketmq")`: Spark's Arrow writers.
 
-Each task sends its rows through the process's producer (:mod:`rocketspark.spark.writing`) and
+Each task sends its rows through the process's producer (:mod:`rocketspark.spark.sink.writing`) and
 reports what the brokers acknowledged; the driver's `commit` logs the batch's totals per queue and
 `abort` what had been sent before the batch failed. Rows a failed task had sent stay in the topic
 and its retry sends them again. With idempotent writes (the default for streaming writes) the retry
-sends them with the same ids to the same queues (:mod:`rocketspark.spark.sink_ids`), which brokers
+sends them with the same ids to the same queues (:mod:`rocketspark.spark.sink.ids`), which brokers
 with a duplicate window store once (docs/spark.md, "Exactly-once"): the task's scope is the query
 and batch id Spark sets as local properties of a micro-batch's tasks, or a batch write's
 `txnAppId` and `txnVersion`. Without them the sink is at-least-once.
@@ -21,9 +21,9 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from rocketspark.errors import ConfigError
-from rocketspark.spark.sink_ids import IdScope
-from rocketspark.spark.sink_options import SinkOptions
-from rocketspark.spark.writing import QueueTally, write_partition
+from rocketspark.spark.sink.ids import IdScope
+from rocketspark.spark.sink.options import SinkOptions
+from rocketspark.spark.sink.writing import QueueTally, write_partition
 
 log = logging.getLogger(__name__)
 

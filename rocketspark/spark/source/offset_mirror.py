@@ -2,7 +2,7 @@
 
 Spark's checkpoint holds a query's position; the group's offsets only mirror it, so that RocketMQ's
 tools (and `rocketspark group progress`) show the query's lag. A mirror is a write, kept apart from
-planning: the stream reader plans a batch by reading (`rocketspark.spark.queue_view`), then hands
+planning: the stream reader plans a batch by reading (`rocketspark.spark.source.queue_view`), then hands
 what has been processed to `OffsetMirror.mirror`. Offsets follow the offset stores' rule
 (`rocketspark.client.consumer.offset_store.advances`: next offset to consume, increase only); a queue whose
 mirror is `forget`-ten (it started over, or went away) is mirrored from scratch when it is seen
