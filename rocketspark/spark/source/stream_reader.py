@@ -157,6 +157,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None and ends == begin:
             self._mirror.mirror_until_taken(processed)
         self._idle_since = planning_since if ends == begin else None
+        if offset_dicts.START_KEY not in start and start == self._initial:  # batch 0's end
+            return offset_dicts.with_start(offset_dicts.to_dict(ends), start)
+        if ends == begin:
+            return dict(start)  # the same JSON text: Spark runs no batch (a carried start stays)
         return offset_dicts.to_dict(ends)
 
     def _plan(
@@ -242,7 +246,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return view, observed
 
     def partitions(self, start: dict[Any, Any], end: dict[Any, Any]) -> Sequence[InputPartition]:
-        return plan_partitions(offset_dicts.from_dict(start), offset_dicts.from_dict(end), self.options.partitions)
+        """Batch 0 reads from the start its end carries, not from `start`: when Spark runs batch 0
+        again after a crash, `start` is this run's `initialOffset()`, resolved anew."""
+        begin = offset_dicts.start_of(end) or offset_dicts.from_dict(start)
+        return plan_partitions(begin, offset_dicts.from_dict(end), self.options.partitions)
 
     # -- executors -------------------------------------------------------------------------------
 
