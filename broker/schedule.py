@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.store.append_requests import StandardMessage
+from broker.store.writer.append_requests import StandardMessage
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import SCHEDULE_TOPIC
 

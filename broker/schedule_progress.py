@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import orjson
 
 from broker.schedule import delivered_origins
-from broker.store.commitlog import CommitLog
+from broker.store.log.commitlog import CommitLog
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.remoting.body.jsonbody import loads
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from broker.schedule import DelayLevels, due_message
 from broker.schedule_progress import DeliveryProgress
-from broker.store.append_requests import StandardMessage
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus, PutResult
+from broker.store.writer.append_requests import StandardMessage
 from rocketspark.errors import RocketMQError
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message.validation import SCHEDULE_TOPIC

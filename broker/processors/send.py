@@ -26,8 +26,8 @@ from broker.context import (
     HasTopics,
 )
 from broker.retry import dead_letter_queue, exhausted, subscription_group
-from broker.store.append_requests import StandardMessage
 from broker.store.results import PutResult, PutStatus
+from broker.store.writer.append_requests import StandardMessage
 from broker.transaction.half import half_message, is_half
 from rocketspark.errors import ValidationError
 from rocketspark.message import sysflag

@@ -20,23 +20,23 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from broker.store.append_requests import AppendRequest, StandardMessage
-from broker.store.appender import CommitLogAppender, Round
-from broker.store.checkpoint import Checkpoint
-from broker.store.commitlog import CommitLog
 from broker.store.config import FlushDiskType, StoreConfig
-from broker.store.consume_queue import ConsumeQueue, read_blocks
-from broker.store.dedup import DuplicateWindow
-from broker.store.disk_space import DISK_CHECK_INTERVAL_S, DiskSpace
-from broker.store.dispatch import ArrivalListener, Dispatcher
-from broker.store.entry_selection import by_stored_batch, live_entries, select_entries
-from broker.store.index import key_hash
-from broker.store.recovery_check import logics_agree_with_log
+from broker.store.duplicates.window import DuplicateWindow
+from broker.store.duplicates.window_snapshot import SNAPSHOT_INTERVAL_S
+from broker.store.log.checkpoint import Checkpoint
+from broker.store.log.commitlog import CommitLog
+from broker.store.log.disk_space import DISK_CHECK_INTERVAL_S, DiskSpace
+from broker.store.log.scattered import many_rounds_to_read, read_scattered
+from broker.store.log.stored import Piece, StoredBatch, WireRecords, stored_row
+from broker.store.queues.consume_queue import ConsumeQueue, read_blocks
+from broker.store.queues.dispatch import ArrivalListener, Dispatcher
+from broker.store.queues.entry_selection import by_stored_batch, live_entries, select_entries
+from broker.store.queues.index import key_hash
+from broker.store.queues.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult
 from broker.store.retention import InFlightReads, Retention
-from broker.store.scattered import many_rounds_to_read, read_scattered
-from broker.store.stored import Piece, StoredBatch, WireRecords, stored_row
-from broker.store.window_snapshot import SNAPSHOT_INTERVAL_S
+from broker.store.writer.append_requests import AppendRequest, StandardMessage
+from broker.store.writer.appender import CommitLogAppender, Round
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from broker.schedule import ORIGIN
 from broker.schedule_progress import DeliveryProgress
-from broker.store.append_requests import StandardMessage
+from broker.store.writer.append_requests import StandardMessage
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message.properties.codec import encode_properties
 from rocketspark.message.validation import SCHEDULE_TOPIC

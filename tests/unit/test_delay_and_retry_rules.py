@@ -7,8 +7,8 @@ import pytest
 
 from broker.retry import exhausted
 from broker.schedule import DelayLevels, due_message
-from broker.store.append_requests import StandardMessage
 from broker.store.config import StoreConfig
+from broker.store.writer.append_requests import StandardMessage
 from broker.subscription_group_manager import SubscriptionGroupConfig
 from rocketspark.errors import ValidationError
 from rocketspark.message.properties import codec as props

@@ -16,12 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.store.appender import Round
-from broker.store.block_cache import BlockCache
 from broker.store.config import StoreConfig
-from broker.store.consume_queue import CQ_ENTRY, ConsumeQueue
-from broker.store.index import INDEXED_COLUMNS, IndexService, index_entries
-from broker.store.stored import StoredBatch, as_batches
+from broker.store.log.stored import StoredBatch, as_batches
+from broker.store.queues.block_cache import BlockCache
+from broker.store.queues.consume_queue import CQ_ENTRY, ConsumeQueue
+from broker.store.queues.index import INDEXED_COLUMNS, IndexService, index_entries
+from broker.store.writer.appender import Round
 from rocketspark.message.batches.columns import tag_code, tag_codes
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.ids import offset_msg_id

@@ -8,7 +8,7 @@ under ASYNC_FLUSH, makes it visible to pulls, and only then answers every send o
 While one round is on disk the next one gathers, so
 concurrent senders share a record batch and an fsync, and a lone sender pays no batching delay.
 Each attempt at a round first drops the rows the duplicate window already holds, checking the
-unchanged requests afresh (broker/store/round_duplicates.py, broker/store/round_sends.py).
+unchanged requests afresh (broker/store/duplicates/round_check.py, broker/store/writer/commit_round.py).
 
 Back-pressure, as RocketMQ's send thread pool: a send is answered SYSTEM_BUSY at once when the
 queue already holds `sendThreadPoolQueueCapacity` sends or `sendQueueMaxBytes` body bytes, and
@@ -29,13 +29,8 @@ from itertools import accumulate
 import numpy as np
 import pyarrow as pa
 
-from broker.store import record
-from broker.store.append_requests import AppendRequest, StandardMessage
-from broker.store.commitlog import CommitLog, Placement, Segment
 from broker.store.config import FlushDiskType, StoreConfig
-from broker.store.dedup import DuplicateWindow, deduplicated_topic
-from broker.store.results import PutStatus
-from broker.store.round_duplicates import (
+from broker.store.duplicates.round_check import (
     NO_DUPLICATES,
     arrow_key_hashes,
     find_repeats,
@@ -43,8 +38,13 @@ from broker.store.round_duplicates import (
     remember_round,
     settle,
 )
-from broker.store.round_sends import RoundSend
-from broker.store.stored import StoredBatch, WireRecords
+from broker.store.duplicates.window import DuplicateWindow, deduplicated_topic
+from broker.store.log import record
+from broker.store.log.commitlog import CommitLog, Placement, Segment
+from broker.store.log.stored import StoredBatch, WireRecords
+from broker.store.results import PutStatus
+from broker.store.writer.append_requests import AppendRequest, StandardMessage
+from broker.store.writer.commit_round import RoundSend
 from rocketspark.aio import wait_until
 from rocketspark.errors import RocketMQError
 from rocketspark.message.batches.stored import stored_batch_from_producer, stored_batch_from_rows
@@ -67,7 +67,7 @@ class Round:
     sends: list[RoundSend]
     store_timestamp: int
     sync: bool
-    wire: bool = False  # standard sends only: stored as message records (broker/store/stored.py)
+    wire: bool = False  # standard sends only: stored as message records (broker/store/log/stored.py)
     # under SYNC_FLUSH: every segment with records not fsynced yet (earlier rounds that did not
     # wait for the disk, possibly in an older segment) and the round's own, all fsynced with it,
     # so that the flushed offset at the round's end covers nothing that is not on disk

@@ -1,6 +1,6 @@
 """Duplicate detection in the commit log writer: a round's sends checked against the window at once.
 
-This module is the one home of a round's duplicate check; :mod:`broker.store.dedup` holds the window
+This module is the one home of a round's duplicate check; :mod:`broker.store.duplicates.window` holds the window
 itself. Each attempt to write a round checks its sends afresh (a round that fails to build is split
 and each half is checked again), and what it decides lives in one immutable :class:`SendDuplicates`
 per send, never in the requests: a half is never answered with a first copy that was in a send of
@@ -34,10 +34,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.store.append_requests import AppendRequest
-from broker.store.commitlog import CommitLog
-from broker.store.dedup import DuplicateWindow, StoredAt, deduplicated_topic, key_hash, key_hashes
-from broker.store.stored import Piece, StoredBatch, arrow_batches
+from broker.store.duplicates.window import DuplicateWindow, StoredAt, deduplicated_topic, key_hash, key_hashes
+from broker.store.log.commitlog import CommitLog
+from broker.store.log.stored import Piece, StoredBatch, arrow_batches
+from broker.store.writer.append_requests import AppendRequest
 
 #: rounds of at most this many keys are checked one key at a time (numpy's fixed cost per call
 #: exceeds the per-key Python for them: a single send's check took 0.3 ms, now about 0.03 ms;

@@ -22,9 +22,9 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from broker.store import record
-from broker.store.commitlog import Segment
-from broker.store.stored import Piece, WireRecords, runs
+from broker.store.log import record
+from broker.store.log.commitlog import Segment
+from broker.store.log.stored import Piece, WireRecords, runs
 from rocketspark.errors import StoreCorruptionError
 from rocketspark.message.batches.arrays import binary_from_ranges, offsets_and_buffer
 from rocketspark.message.records.decoding import read_big_endian, record_bounds_array

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from broker.store.append_requests import AppendRequest, StandardMessage
-from broker.store.dedup import StoredAt
+from broker.store.duplicates.round_check import SendDuplicates
+from broker.store.duplicates.window import StoredAt
 from broker.store.results import PutResult, PutStatus
-from broker.store.round_duplicates import SendDuplicates
+from broker.store.writer.append_requests import AppendRequest, StandardMessage
 
 
 @dataclass(eq=False, slots=True)
