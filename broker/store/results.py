@@ -1,4 +1,4 @@
-"""What the store hands back: put results and get-message results, with RocketMQ's status names."""
+"""What the store hands back: put results, get-message results (with RocketMQ's status names), queue stats."""
 
 from __future__ import annotations
 
@@ -67,3 +67,10 @@ class GetResult:
     def records(self, store_host: str) -> bytes:
         """The messages as RocketMQ's records (a standard pull's answer)."""
         return standard_records(self.pieces, store_host)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    min_offset: int
+    max_offset: int
+    last_store_timestamp: int
