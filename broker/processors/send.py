@@ -2,7 +2,7 @@
 
 A send to a %RETRY% topic (a consumer whose CONSUMER_SEND_MSG_BACK failed) whose reconsume times
 reached the limit goes to the group's dead-letter topic (broker/retry.py); a delayed message waits
-in SCHEDULE_TOPIC_XXXX (broker/schedule.py), a half message (TRAN_MSG "true") in
+in SCHEDULE_TOPIC_XXXX (broker/schedule/delay_levels.py), a half message (TRAN_MSG "true") in
 RMQ_SYS_TRANS_HALF_TOPIC until it is committed (broker/transaction/). Batches may not hold delayed
 or transactional messages.
 """

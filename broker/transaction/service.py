@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from broker.producer_manager import ProducerManager
+from broker.managers.producer_manager import ProducerManager
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
 from broker.store.writer.append_requests import StandardMessage

@@ -1,6 +1,6 @@
 """A fixed-size hash table of 64-bit key hashes and where each key was stored, vectorised with numpy.
 
-The duplicate window (broker/store/duplicates/window.py) looks up and inserts the keys of a whole group-commit
+The duplicate window (broker/store/duplicates/window.py) looks up and inserts the keys of a whole commit
 round at once, so the table works on arrays: open addressing with linear probing, where every probe
 step is one numpy operation over all the keys still probing. It holds at most `capacity` entries
 in preallocated arrays (about 46 bytes a key, slots and filter included) and is insert-only: the window drops

@@ -1,7 +1,7 @@
 """Duplicate detection: the UNIQ_KEYs stored within `duplicateWindowSeconds`, with where they went.
 
 A send whose UNIQ_KEY (for its topic) was stored within the window is not stored again (see
-docs/protocol.md, "Duplicate sends"). The group-commit writer checks a whole round at once: the
+docs/protocol.md, "Duplicate sends"). The commit log writer checks a whole commit round at once: the
 keys of all its sends are hashed to 64 bits together with their topic
 (:mod:`rocketspark.message.batches.stable_hashes`, numpy over the Arrow string buffers) and looked up in
 numpy hash tables (:mod:`broker.store.duplicates.key_table`), so no step runs Python per row. Two different

@@ -4,7 +4,7 @@
     payload, then zero bytes up to the next multiple of 8
 
 The magic says what the payload is: "RSB1", one Arrow IPC record batch message (STORED_SCHEMA),
-or "RSW1", RocketMQ message records as a standard pull returns them (a round of standard sends,
+or "RSW1", RocketMQ message records as a standard pull returns them (a commit round of standard sends,
 see broker/store/log/stored.py). Records start 8-byte aligned, so Arrow reads payloads without
 copying. The checksum finds a torn tail after a crash. A message's commit log offset is the
 position of its record plus its row: every row takes more than one payload byte, so these offsets

@@ -1,6 +1,6 @@
-"""Rows of many stored rounds read together: their segment mapped once, record starts found at once.
+"""Rows of many stored commit rounds read together: their segment mapped once, record starts found at once.
 
-A queue filled by single sends holds a few messages of each stored round (a round stores the sends
+A queue filled by single sends holds a few messages of each stored commit round (a round stores the sends
 of every queue that arrived together), so a large pull far behind the tail touches a round every
 few messages: 10,000 messages of one of eight queues touch about 3,000 rounds. Read one at a time,
 each round cost two preads, a parse of its record bounds and the objects around them (about 35 µs,

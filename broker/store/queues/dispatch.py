@@ -49,7 +49,7 @@ class SentMessage(Protocol):
 
 class StandardSend(Protocol):
     """A send of a written commit round as dispatch reads it: its queue, the messages it stored
-    (None for a send of an Arrow batch, which a round of standard sends never holds) and the
+    (None for a send of an Arrow batch, which a commit round of standard sends never holds) and the
     offsets of the first."""
 
     @property
