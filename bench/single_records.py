@@ -15,9 +15,9 @@ from pathlib import Path
 from bench.consume import BODY, TOPIC, key_of
 from bench.ingest import QUEUES
 from bench.report import progress
-from broker.store.append_requests import StandardMessage
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
+from broker.store.writer.append_requests import StandardMessage
 from rocketspark.message.properties.codec import encode_properties
 
 IN_FLIGHT = 500

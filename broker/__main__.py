@@ -1,3 +1,5 @@
+"""`python -m broker`: start a broker (broker/startup.py)."""
+
 import sys
 
 from broker.startup import main

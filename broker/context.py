@@ -11,17 +11,17 @@ from __future__ import annotations
 from typing import Protocol
 
 from broker.config import BrokerConfig
-from broker.consumer_manager import ConsumerManager
-from broker.consumer_offset_manager import ConsumerOffsetManager
-from broker.producer_manager import ProducerManager
+from broker.managers.consumer_manager import ConsumerManager
+from broker.managers.consumer_offset_manager import ConsumerOffsetManager
+from broker.managers.producer_manager import ProducerManager
+from broker.managers.rebalance_lock_manager import RebalanceLockManager
+from broker.managers.subscription_group_manager import SubscriptionGroupManager
+from broker.managers.topic_config_manager import TopicConfigManager
 from broker.pull_request_hold_service import PullRequestHoldService
-from broker.rebalance_lock_manager import RebalanceLockManager
-from broker.schedule import DelayLevels
+from broker.schedule.delay_levels import DelayLevels
 from broker.stats import BrokerStats
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
-from broker.subscription_group_manager import SubscriptionGroupManager
-from broker.topic_config_manager import TopicConfigManager
 from broker.transaction.service import TransactionService
 
 

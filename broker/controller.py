@@ -14,9 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 from broker.acl.guard import GuardedProcessorTable
 from broker.acl.watcher import POLL_INTERVAL_S, AclFileWatcher, accounts_file
 from broker.config import BrokerConfig
-from broker.consumer_manager import ConsumerGroupInfo, ConsumerManager
-from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.flavor import flavored
+from broker.managers.consumer_manager import ConsumerGroupInfo, ConsumerManager
+from broker.managers.consumer_offset_manager import ConsumerOffsetManager
+from broker.managers.producer_manager import ProducerManager
+from broker.managers.rebalance_lock_manager import RebalanceLockManager
+from broker.managers.subscription_group_manager import SubscriptionGroupManager
+from broker.managers.topic_config_manager import TopicConfigManager
 from broker.processors.admin_broker import BrokerAdminProcessor
 from broker.processors.admin_offset import OffsetAdminProcessor
 from broker.processors.admin_topic import TopicAdminProcessor
@@ -29,17 +33,13 @@ from broker.processors.pull import PullMessageProcessor
 from broker.processors.query_message import QueryMessageProcessor
 from broker.processors.send import SendMessageProcessor
 from broker.processors.send_back import SendBackProcessor
-from broker.producer_manager import ProducerManager
 from broker.pull_request_hold_service import PullRequestHoldService
-from broker.rebalance_lock_manager import RebalanceLockManager
 from broker.registration import NamesrvRegistration
-from broker.schedule import DelayLevels
-from broker.schedule_service import ScheduleMessageService
+from broker.schedule.delay_levels import DelayLevels
+from broker.schedule.service import ScheduleMessageService
 from broker.stats import BrokerStats
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
-from broker.subscription_group_manager import SubscriptionGroupManager
-from broker.topic_config_manager import TopicConfigManager
 from broker.transaction.service import CheckSettings, TransactionService
 from rocketspark.errors import RocketMQError
 from rocketspark.fileutil import AtomicFileWriter

@@ -13,7 +13,7 @@ import random
 from typing import Protocol
 
 from broker.context import HasSubscriptionGroups, HasTopics
-from broker.subscription_group_manager import SubscriptionGroupConfig
+from broker.managers.subscription_group_manager import SubscriptionGroupConfig
 from rocketspark.errors import ValidationError
 from rocketspark.message.validation import dlq_topic, retry_topic
 from rocketspark.protocol.codes import ResponseCode

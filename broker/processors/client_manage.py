@@ -6,8 +6,8 @@ import logging
 import time
 from typing import Protocol
 
-from broker.client_channel import ClientChannelInfo
 from broker.context import HasConsumers, HasProducers, HasSubscriptionGroups, HasTopics
+from broker.managers.client_channel import ClientChannelInfo
 from rocketspark.message.validation import retry_topic, validate_group
 from rocketspark.protocol.body.heartbeat import HeartbeatData, MessageModel
 from rocketspark.protocol.codes import RequestCode

@@ -2,7 +2,7 @@
 
 A send to a %RETRY% topic (a consumer whose CONSUMER_SEND_MSG_BACK failed) whose reconsume times
 reached the limit goes to the group's dead-letter topic (broker/retry.py); a delayed message waits
-in SCHEDULE_TOPIC_XXXX (broker/schedule.py), a half message (TRAN_MSG "true") in
+in SCHEDULE_TOPIC_XXXX (broker/schedule/delay_levels.py), a half message (TRAN_MSG "true") in
 RMQ_SYS_TRANS_HALF_TOPIC until it is committed (broker/transaction/). Batches may not hold delayed
 or transactional messages.
 """
@@ -26,8 +26,8 @@ from broker.context import (
     HasTopics,
 )
 from broker.retry import dead_letter_queue, exhausted, subscription_group
-from broker.store.append_requests import StandardMessage
 from broker.store.results import PutResult, PutStatus
+from broker.store.writer.append_requests import StandardMessage
 from broker.transaction.half import half_message, is_half
 from rocketspark.errors import ValidationError
 from rocketspark.message import sysflag

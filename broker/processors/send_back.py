@@ -14,7 +14,7 @@ from typing import Protocol
 
 from broker.context import HasAddress, HasDelayLevels, HasStore
 from broker.retry import RetryContext, dead_letter_queue, exhausted, retry_queue, subscription_group
-from broker.store.append_requests import StandardMessage
+from broker.store.writer.append_requests import StandardMessage
 from rocketspark.message.ids import offset_msg_id
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import FIRST_RETRY_DELAY_LEVEL, validate_group

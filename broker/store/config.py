@@ -146,7 +146,7 @@ class StoreConfig:
 
     @property
     def duplicate_window_path(self) -> Path:
-        """The duplicate window's snapshot (broker/store/window_snapshot.py)."""
+        """The duplicate window's snapshot (broker/store/duplicates/window_snapshot.py)."""
         return self.store_path_root_dir / "duplicateWindow"
 
     @property

@@ -14,29 +14,30 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from broker.store.append_requests import AppendRequest, StandardMessage
-from broker.store.appender import CommitLogAppender, Round
-from broker.store.checkpoint import Checkpoint
-from broker.store.commitlog import CommitLog
 from broker.store.config import FlushDiskType, StoreConfig
-from broker.store.consume_queue import ConsumeQueue, read_blocks
-from broker.store.dedup import DuplicateWindow
-from broker.store.disk_space import DISK_CHECK_INTERVAL_S, DiskSpace
-from broker.store.dispatch import ArrivalListener, Dispatcher
-from broker.store.entry_selection import by_stored_batch, live_entries, select_entries
-from broker.store.index import key_hash
-from broker.store.recovery_check import logics_agree_with_log
-from broker.store.results import GetResult, GetStatus, PutResult
+from broker.store.duplicates.checker import DuplicateChecker
+from broker.store.duplicates.window import DuplicateWindow
+from broker.store.duplicates.window_snapshot import SNAPSHOT_INTERVAL_S
+from broker.store.log.checkpoint import Checkpoint
+from broker.store.log.commitlog import CommitLog
+from broker.store.log.disk_space import DISK_CHECK_INTERVAL_S, DiskSpace
+from broker.store.log.scattered import many_rounds_to_read, read_scattered
+from broker.store.log.stored import Piece, StoredBatch, WireRecords, stored_row
+from broker.store.queues.consume_queue import ConsumeQueue, read_blocks
+from broker.store.queues.dispatch import ArrivalListener, Dispatcher
+from broker.store.queues.entry_selection import by_stored_batch, live_entries, select_entries
+from broker.store.queues.index import key_hash
+from broker.store.queues.recovery_check import logics_agree_with_log
+from broker.store.results import GetResult, GetStatus, PutResult, QueueStats
 from broker.store.retention import InFlightReads, Retention
-from broker.store.scattered import many_rounds_to_read, read_scattered
-from broker.store.stored import Piece, StoredBatch, WireRecords, stored_row
-from broker.store.window_snapshot import SNAPSHOT_INTERVAL_S
+from broker.store.writer.append_requests import AppendRequest, StandardMessage
+from broker.store.writer.appender import CommitLogAppender
+from broker.store.writer.commit_round import CommitRound
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
@@ -44,13 +45,6 @@ log = logging.getLogger(__name__)
 _MIN_SCAN_ENTRIES = 16_000
 #: queue entries summed per read by body_bytes (1.5 MiB of entries)
 BODY_BYTES_STEP = 65_536
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    min_offset: int
-    max_offset: int
-    last_store_timestamp: int
 
 
 class MessageStore:
@@ -77,11 +71,8 @@ class MessageStore:
             config=config,
             store_host=store_host,
             io_executor=self._io,
-            next_queue_offset=self.logics.next_queue_offset,
-            on_stored=self._stored,
-            on_synced=self._synced,
-            batch_at=self._batch_at,
-            window=self.duplicates,
+            duplicates=DuplicateChecker(self.duplicates, self.commit_log, self._batch_at, self._io),
+            target=self,
         )
         self._services = [
             PeriodicService("store-flush-consume-queue", config.flush_interval_consume_queue / 1000, self.flush_logics),
@@ -222,21 +213,27 @@ class MessageStore:
         )
         return future
 
-    def _stored(self, written: Round, stored: StoredBatch, length: int) -> None:
+    def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next message stored in the queue takes (the writer's: CommitTarget)."""
+        return self.logics.next_queue_offset(topic, queue_id)
+
+    def commit_round_written(self, written: CommitRound, stored: StoredBatch, length: int) -> None:
+        """The writer's (CommitTarget): register a written commit round and make it visible."""
         placement = written.placement
         assert placement is not None
+        if written.sync:
+            self._commit_log_flushed = max(self._commit_log_flushed, placement.position + length)
         self.commit_log.register(placement, length, stored, synced=written.sync)
         if isinstance(stored, WireRecords):
-            self.logics.dispatch_sends(written)
+            self.logics.dispatch_sends(
+                placement.position, placement.segment.start, written.store_timestamp, written.sends
+            )
         else:
             self.logics.dispatch(placement.position, placement.segment.start, stored)
         self._dispatched = placement.position + length
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self.logics.add_arrival_listener(listener)
-
-    def _synced(self, offset: int) -> None:
-        self._commit_log_flushed = max(self._commit_log_flushed, offset)
 
     # -- flushing and retention ----------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""What the store hands back: put results and get-message results, with RocketMQ's status names."""
+"""What the store hands back: put results, get-message results (with RocketMQ's status names), queue stats."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from broker.store.stored import Piece, arrow_batches, standard_records
+from broker.store.log.stored import Piece, arrow_batches, standard_records
 
 
 class PutStatus(enum.Enum):
@@ -22,7 +22,7 @@ class PutResult:
     first_queue_offset: int
     count: int
     first_commit_log_offset: int
-    # duplicate detection (broker/store/dedup.py): rows of the send not stored again, and, when
+    # duplicate detection (broker/store/duplicates/window.py): rows of the send not stored again, and, when
     # there are any, the commit log offset of every row of a standard send (a duplicate's first copy)
     duplicates: int = 0
     row_commit_log_offsets: tuple[int, ...] | None = None
@@ -67,3 +67,10 @@ class GetResult:
     def records(self, store_host: str) -> bytes:
         """The messages as RocketMQ's records (a standard pull's answer)."""
         return standard_records(self.pieces, store_host)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    min_offset: int
+    max_offset: int
+    last_store_timestamp: int

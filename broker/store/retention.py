@@ -14,11 +14,11 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
-from broker.store.commitlog import CommitLog
 from broker.store.config import StoreConfig
-from broker.store.consume_queue import ConsumeQueue
-from broker.store.disk_space import DiskSpace
-from broker.store.index import IndexService
+from broker.store.log.commitlog import CommitLog
+from broker.store.log.disk_space import DiskSpace
+from broker.store.queues.consume_queue import ConsumeQueue
+from broker.store.queues.index import IndexService
 
 T = TypeVar("T")
 

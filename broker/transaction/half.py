@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from broker.store.append_requests import StandardMessage
+from broker.store.writer.append_requests import StandardMessage
 from rocketspark.errors import ValidationError
 from rocketspark.message import sysflag
 from rocketspark.message.properties import codec as props

@@ -26,10 +26,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from broker.producer_manager import ProducerManager
-from broker.store.append_requests import StandardMessage
+from broker.managers.producer_manager import ProducerManager
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
+from broker.store.writer.append_requests import StandardMessage
 from broker.transaction.half import EndKind, committed_message, discarded_message, end_record, ended, real_queue
 from broker.transaction.state import TransactionState
 from rocketspark.errors import RocketMQError, ValidationError

@@ -20,7 +20,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.store.commitlog import CommitLog
+from broker.store.log.commitlog import CommitLog
 from broker.transaction.half import EndKind
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message import sysflag

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from broker.store.append_requests import StandardMessage
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
+from broker.store.writer.append_requests import StandardMessage
 from rocketspark.message.properties.codec import encode_properties
 
 STORE_HOST = "127.0.0.1:10911"

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from broker.store.block_cache import BlockCache
-from broker.store.consume_queue import BLOCK_ENTRIES, CQ_ENTRY, ConsumeQueue, read_blocks
+from broker.store.queues.block_cache import BlockCache
+from broker.store.queues.consume_queue import BLOCK_ENTRIES, CQ_ENTRY, ConsumeQueue, read_blocks
 
 ENTRIES_PER_FILE = 1000  # not a multiple of BLOCK_ENTRIES: blocks span files
 TOTAL = 5 * BLOCK_ENTRIES + 77

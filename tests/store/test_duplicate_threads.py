@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from broker.store.commitlog import CommitLog
+from broker.store.log.commitlog import CommitLog
 from broker.store.message_store import MessageStore
 from rocketspark.message.batches.producer import producer_batch
 from tests.store.conftest import StoreFactory, message

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.store.dedup import DuplicateWindow, key_hash, key_hashes
-from broker.store.key_table import KeyTable, TableShape
-from broker.store.round_duplicates import SMALL_ROUND
+from broker.store.duplicates.key_table import KeyTable, TableShape
+from broker.store.duplicates.round_check import SMALL_ROUND
+from broker.store.duplicates.window import DuplicateWindow, key_hash, key_hashes
 from rocketspark.message.batches.producer import producer_batch
 from tests.store.conftest import StoreFactory, message
 
@@ -160,7 +160,11 @@ def fill(window: DuplicateWindow, at_ms: int, first_key: int, count: int) -> Non
 
 
 def short_window_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "broker.store.dedup" and r.levelno == logging.WARNING]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "broker.store.duplicates.window" and r.levelno == logging.WARNING
+    ]
 
 
 def test_keys_pushed_out_before_the_window_ends_are_warned_about_once_a_minute(
@@ -170,7 +174,7 @@ def test_keys_pushed_out_before_the_window_ends_are_warned_about_once_a_minute(
     3 s, not 600 s. The broker says so, naming both windows, once a minute rather than once a key."""
     window = DuplicateWindow(window_seconds=600, max_keys=100)  # tables of 50 keys, at most three
     start = 1_000_000
-    with caplog.at_level(logging.WARNING, logger="broker.store.dedup"):
+    with caplog.at_level(logging.WARNING, logger="broker.store.duplicates.window"):
         for second in range(3):
             fill(window, start + second * 1_000, second * 50, 50)
         assert short_window_warnings(caplog) == []  # nothing has left yet
@@ -189,7 +193,7 @@ def test_keys_pushed_out_before_the_window_ends_are_warned_about_once_a_minute(
 
 def test_keys_that_leave_once_the_window_passed_are_not_warned_about(caplog: pytest.LogCaptureFixture) -> None:
     window = DuplicateWindow(window_seconds=1, max_keys=100)
-    with caplog.at_level(logging.WARNING, logger="broker.store.dedup"):
+    with caplog.at_level(logging.WARNING, logger="broker.store.duplicates.window"):
         for step in range(10):
             fill(window, 1_000_000 + step * 1_100, step * 50, 50)
     assert short_window_warnings(caplog) == []
@@ -199,7 +203,7 @@ async def test_the_store_warns_when_its_sends_outrun_the_window(
     open_store: StoreFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = await open_store(duplicate_window_seconds=600, duplicate_window_max_keys=64)
-    with caplog.at_level(logging.WARNING, logger="broker.store.dedup"):
+    with caplog.at_level(logging.WARNING, logger="broker.store.duplicates.window"):
         for send in range(10):
             await store.put_messages("T", 0, [message(b"m", uniq=f"K-{send}-{i}") for i in range(32)])
     (warning,) = short_window_warnings(caplog)

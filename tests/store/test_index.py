@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from broker.store.index import INDEX_ENTRY, LEGACY_ENTRY, IndexFile, IndexService
+from broker.store.queues.index import INDEX_ENTRY, LEGACY_ENTRY, IndexFile, IndexService
 
 SLOTS = 1024
 COUNT = 20_000
@@ -81,7 +81,7 @@ def test_reopened_files_answer_the_same(tmp_path: Path, closed_cleanly: bool, ca
             index_file.write_slots(slots, covered)
         service.tables_written(written)
         assert service.files[SEGMENT].slots is None
-    with caplog.at_level(logging.INFO, logger="broker.store.index"):
+    with caplog.at_level(logging.INFO, logger="broker.store.queues.index"):
         again = reopened(tmp_path)
     rebuilt = any("rebuilding its hash slots" in record.getMessage() for record in caplog.records)
     assert rebuilt != closed_cleanly  # after a crash the table is rebuilt, else read back

@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from broker.store.commitlog import MAP_FROM_BYTES, segment_name
 from broker.store.config import FlushDiskType
+from broker.store.log.commitlog import MAP_FROM_BYTES, segment_name
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
 from rocketspark.message.batches.producer import producer_batch

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from broker.config import BrokerConfig
-from broker.consumer_offset_manager import ConsumerOffsetManager
+from broker.managers.consumer_offset_manager import ConsumerOffsetManager
+from broker.managers.subscription_group_manager import SubscriptionGroupManager
+from broker.managers.topic_config_manager import TopicConfigManager
 from broker.store.results import GetStatus
-from broker.subscription_group_manager import SubscriptionGroupManager
-from broker.topic_config_manager import TopicConfigManager
 from namesrv.kvconfig_manager import KVConfigManager
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.protocol.body.topic import TopicConfig

@@ -1,6 +1,6 @@
 """The commit log's record positions: memory per segment independent of the number of records,
 startup reading only the headers its positions files do not cover, and lookups by commit log
-offset that read a granule's headers from disk (broker/store/record_positions.py)."""
+offset that read a granule's headers from disk (broker/store/log/record_positions.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from broker.store.log.record_positions import GRANULE, SAVE_EVERY_BYTES, RecordPositions
 from broker.store.message_store import MessageStore
-from broker.store.record_positions import GRANULE, SAVE_EVERY_BYTES, RecordPositions
 from tests.store.conftest import StoreFactory, message
 
 SEGMENT = 1 << 20

@@ -1,4 +1,4 @@
-"""Pulls that touch many stored rounds (broker/store/scattered.py) answer what pulls of a few do.
+"""Pulls that touch many stored rounds (broker/store/log/scattered.py) answer what pulls of a few do.
 
 Single sends to several queues share stored rounds, so a large pull of one queue takes a few
 records of each of many rounds: read with the segment mapped and the records found for all rounds
@@ -15,10 +15,10 @@ import itertools
 import pyarrow as pa
 import pytest
 
-from broker.store import scattered
+from broker.store.log import scattered
+from broker.store.log.scattered import SCATTERED_ROUNDS, many_rounds_to_read, read_scattered
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
-from broker.store.scattered import SCATTERED_ROUNDS, many_rounds_to_read, read_scattered
 from rocketspark.errors import StoreCorruptionError
 from rocketspark.message.batches.producer import producer_batch
 from rocketspark.message.records.decoding import decode_records

@@ -6,9 +6,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from broker.schedule import ORIGIN
-from broker.schedule_progress import DeliveryProgress
-from broker.store.append_requests import StandardMessage
+from broker.schedule.delay_levels import ORIGIN
+from broker.schedule.progress import DeliveryProgress
+from broker.store.writer.append_requests import StandardMessage
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message.properties.codec import encode_properties
 from rocketspark.message.validation import SCHEDULE_TOPIC

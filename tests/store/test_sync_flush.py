@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.store.checkpoint import Checkpoint
-from broker.store.commitlog import segment_name
 from broker.store.config import FlushDiskType, StoreConfig
+from broker.store.log.checkpoint import Checkpoint
+from broker.store.log.commitlog import segment_name
 from broker.store.message_store import MessageStore
 from tests.store.conftest import STORE_HOST, StoreFactory, message
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from broker.producer_manager import ProducerManager
+from broker.managers.producer_manager import ProducerManager
 from broker.store.message_store import MessageStore
 from broker.transaction.half import EndKind, committed_message, half_message
 from broker.transaction.service import CheckSettings, TransactionService

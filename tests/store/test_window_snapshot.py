@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from broker.store import dedup
-from broker.store.commitlog import CommitLog
 from broker.store.config import StoreConfig
+from broker.store.duplicates.window import DuplicateWindow
+from broker.store.duplicates.window_snapshot import WindowSnapshot
+from broker.store.log.commitlog import CommitLog
+from broker.store.log.stored import as_batches
 from broker.store.message_store import MessageStore
-from broker.store.stored import as_batches
-from broker.store.window_snapshot import WindowSnapshot
 from tests.store.conftest import STORE_HOST, StoreFactory, message
 
 WINDOW = {"duplicate_window_seconds": 600}
@@ -24,13 +24,13 @@ WINDOW = {"duplicate_window_seconds": 600}
 def batches_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Rows of each stored batch the duplicate window's recovery reads back from the log."""
     rows: list[int] = []
-    real = dedup.DuplicateWindow.add_stored_batch
+    real = DuplicateWindow.add_stored_batch
 
-    def counted(self: dedup.DuplicateWindow, batch: object, now_ms: int) -> None:
+    def counted(self: DuplicateWindow, batch: object, now_ms: int) -> None:
         rows.append(batch.num_rows)  # type: ignore[attr-defined]
         real(self, batch, now_ms)
 
-    monkeypatch.setattr(dedup.DuplicateWindow, "add_stored_batch", counted)
+    monkeypatch.setattr(DuplicateWindow, "add_stored_batch", counted)
     return rows
 
 
@@ -103,7 +103,7 @@ async def test_keys_of_records_the_log_lost_leave_the_restored_window(open_store
 def test_a_snapshot_saved_while_keys_are_added_restores_exactly_the_keys_it_names(tmp_path: Path) -> None:
     """The save reads the tables' live slots and filters: keys added after the snapshot was taken
     are not found in the restored window, which takes new keys as before."""
-    window = dedup.DuplicateWindow(600, 1_000)
+    window = DuplicateWindow(600, 1_000)
     now = int(time.time() * 1000)
     first = np.arange(1, 301, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     later = first + np.uint64(1)
@@ -117,7 +117,7 @@ def test_a_snapshot_saved_while_keys_are_added_restores_exactly_the_keys_it_name
 
     empty_log = CommitLog(tmp_path / "commitlog", 1 << 20, 1 << 20)
     empty_log.recover(0)
-    restored = dedup.DuplicateWindow(600, 1_000)
+    restored = DuplicateWindow(600, 1_000)
     restored.recover(empty_log, 1 << 40, tmp_path / "window")
     assert restored.lookup(first, now).hit.all()
     assert not restored.lookup(later, now).hit.any()

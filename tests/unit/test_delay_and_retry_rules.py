@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from broker.managers.subscription_group_manager import SubscriptionGroupConfig
 from broker.retry import exhausted
-from broker.schedule import DelayLevels, due_message
-from broker.store.append_requests import StandardMessage
+from broker.schedule.delay_levels import DelayLevels, due_message
 from broker.store.config import StoreConfig
-from broker.subscription_group_manager import SubscriptionGroupConfig
+from broker.store.writer.append_requests import StandardMessage
 from rocketspark.errors import ValidationError
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import SCHEDULE_TOPIC, delay_level_of, group_of_retry_topic

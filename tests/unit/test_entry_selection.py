@@ -1,4 +1,4 @@
-"""The choice of a pull's consume-queue entries (broker/store/entry_selection.py), against a
+"""The choice of a pull's consume-queue entries (broker/store/queues/entry_selection.py), against a
 plain Python reading of the same rules."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from broker.store.consume_queue import CQ_ENTRY
-from broker.store.entry_selection import by_stored_batch, live_entries, select_entries
+from broker.store.queues.consume_queue import CQ_ENTRY
+from broker.store.queues.entry_selection import by_stored_batch, live_entries, select_entries
 
 
 def entries(positions: list[int], sizes: list[int] | None = None, tags: list[int] | None = None) -> np.ndarray:

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from broker.managers.subscription_group_manager import SubscriptionGroupConfig
 from broker.processors.admin_offset import OffsetAdminProcessor
 from broker.processors.consumer_manage import ConsumerManageProcessor
 from broker.processors.end_transaction import EndTransactionProcessor
 from broker.processors.pull import PullMessageProcessor
 from broker.processors.send import SendMessageProcessor
-from broker.subscription_group_manager import SubscriptionGroupConfig
 from rocketspark.message.ids import decode_offset_msg_id
 from rocketspark.message.properties.codec import encode_properties
 from rocketspark.message.records.batch_body import encode_batch_body

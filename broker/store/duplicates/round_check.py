@@ -1,15 +1,17 @@
-"""Duplicate detection in the commit log writer: a round's sends checked against the window at once.
+"""The duplicate check of a commit round: its sends checked against the window at once.
 
-This module is the one home of a round's duplicate check; :mod:`broker.store.dedup` holds the window
-itself. Each attempt to write a round checks its sends afresh (a round that fails to build is split
-and each half is checked again), and what it decides lives in one immutable :class:`SendDuplicates`
-per send, never in the requests: a half is never answered with a first copy that was in a send of
-the other half, which may have been refused.
+This module holds the steps of a commit round's duplicate check; :mod:`broker.store.duplicates.window`
+holds the window itself, and :mod:`broker.store.duplicates.checker` the one entry point the writer
+calls. Each attempt to write a commit round checks its sends afresh (a round that fails to build is
+split and each half is checked again), and what it decides lives in one immutable
+:class:`SendDuplicates` per send, never in the sends: a half is never answered with a first copy
+that was in a send of the other half, which may have been refused. What the check reads of a send
+is :class:`CheckedSend` (the writer's append requests are such sends).
 
 The check has two steps:
 
 1. :func:`find_repeats` hashes the keys of the whole round, looks them up in the window and among
-   the round's earlier rows, and compares bodies within the round. It touches only the requests
+   the round's earlier rows, and compares bodies within the round. It touches only the sends
    (which nothing changes) and the window (which only the writer uses, one round at a time), so the
    writer runs it in its I/O thread for large rounds.
 2. :func:`settle` compares the bodies of window hits with their first copies, read through
@@ -29,15 +31,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.store.append_requests import AppendRequest
-from broker.store.commitlog import CommitLog
-from broker.store.dedup import DuplicateWindow, StoredAt, deduplicated_topic, key_hash, key_hashes
-from broker.store.stored import Piece, StoredBatch, arrow_batches
+from broker.store.duplicates.window import DuplicateWindow, StoredAt, deduplicated_topic, key_hash, key_hashes
+from broker.store.log.commitlog import CommitLog
+from broker.store.log.stored import Piece, StoredBatch, arrow_batches
 
 #: rounds of at most this many keys are checked one key at a time (numpy's fixed cost per call
 #: exceeds the per-key Python for them: a single send's check took 0.3 ms, now about 0.03 ms;
@@ -49,6 +51,37 @@ InRound = tuple[int, int]
 
 #: the bodies of stored messages by commit log offset (binary, null where gone), on the event loop
 StoredBodies = Callable[[np.ndarray], Awaitable[pa.Array]]
+
+
+class CheckedMessage(Protocol):
+    """What the check reads of one message of a standard send."""
+
+    @property
+    def body(self) -> bytes: ...
+
+    @property
+    def uniq_key(self) -> str | None: ...
+
+
+class CheckedSend(Protocol):
+    """What the check reads of a send: its topic and rows (standard messages, or a producer's Arrow
+    batch with `uniq_key` and `body` columns), and the key hashes of an Arrow batch when they were
+    computed as it was queued."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def messages(self) -> Sequence[CheckedMessage] | None: ...
+
+    @property
+    def arrow(self) -> pa.RecordBatch | None: ...
+
+    @property
+    def key_hashes(self) -> tuple[np.ndarray, np.ndarray] | None: ...
 
 
 _NO_ROWS = np.empty(0, dtype=np.int64)
@@ -81,7 +114,7 @@ class WindowCopies:
 
 @dataclass(frozen=True, slots=True)
 class SendDuplicates:
-    """What the check of one round attempt decided for one of its sends: the rows it does not store
+    """What the check of one commit round attempt decided for one of its sends: the rows it does not store
     (a first copy is in the window, or earlier in the round) and the new keys of those it does."""
 
     in_window: WindowCopies = field(default_factory=WindowCopies)
@@ -102,7 +135,7 @@ _NO_COPIES = WindowCopies()
 
 @dataclass(slots=True)
 class Repeats:
-    """Step one of a round's check: its rows whose key was seen before, by send index."""
+    """Step one of a commit round's check: its rows whose key was seen before, by send index."""
 
     # send -> row -> an earlier row of the round with the same key and body
     in_round: dict[int, dict[int, InRound]] = field(default_factory=dict)
@@ -113,8 +146,8 @@ class Repeats:
     new: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
-def find_repeats(window: DuplicateWindow, requests: Sequence[AppendRequest], now_ms: int) -> Repeats:
-    """Step one of the check of a round (any thread, see the module's docstring).
+def find_repeats(window: DuplicateWindow, requests: Sequence[CheckedSend], now_ms: int) -> Repeats:
+    """Step one of the check of a commit round (any thread, see the module's docstring).
 
     The whole round is hashed and looked up at once; Python runs per send only to hand out the
     results, and per row only for the rows whose key repeats within the round.
@@ -163,7 +196,7 @@ def find_repeats(window: DuplicateWindow, requests: Sequence[AppendRequest], now
 
 
 def _find_repeats_one_by_one(
-    window: DuplicateWindow, requests: Sequence[AppendRequest], checked: list[int], now_ms: int, repeats: Repeats
+    window: DuplicateWindow, requests: Sequence[CheckedSend], checked: list[int], now_ms: int, repeats: Repeats
 ) -> None:
     """:func:`find_repeats` for a few standard messages, one key at a time in Python."""
     seen: dict[int, InRound] = {}
@@ -201,7 +234,7 @@ def _find_repeats_one_by_one(
 
 
 async def settle(
-    requests: Sequence[AppendRequest], repeats: Repeats, stored_bodies: StoredBodies
+    requests: Sequence[CheckedSend], repeats: Repeats, stored_bodies: StoredBodies
 ) -> list[SendDuplicates]:
     """Step two (event loop): compare window hits with their first copies' bodies, all at once;
     what each send of the round stores, in the order of `requests`."""
@@ -234,7 +267,7 @@ async def settle(
     return decided
 
 
-def _sent_bodies(requests: Sequence[AppendRequest], sends: np.ndarray, rows: np.ndarray) -> pa.Array:
+def _sent_bodies(requests: Sequence[CheckedSend], sends: np.ndarray, rows: np.ndarray) -> pa.Array:
     """The bodies of rows `rows` of sends `sends` (ordered by send), as they came."""
     pieces: list[pa.Array] = []
     bounds = np.flatnonzero(np.diff(sends)) + 1
@@ -289,7 +322,7 @@ async def _batch_or_none(batch_at: Callable[[int], Awaitable[StoredBatch]], posi
 def remember_round(
     window: DuplicateWindow, store_timestamp: int, sends: Sequence[tuple[SendDuplicates, StoredAt]]
 ) -> None:
-    """Add the keys a written round stored to the duplicate window; `sends`: each send's check and
+    """Add the keys a written commit round stored to the duplicate window; `sends`: each send's check and
     where its first stored row went."""
     keyed = [(d, at) for d, at in sends if d.new_hashes is not None and len(d.new_hashes)]
     if not keyed:
@@ -327,7 +360,7 @@ def _first_rows(hashes: np.ndarray) -> np.ndarray | None:
     return result
 
 
-def _round_key_hashes(sends: list[AppendRequest]) -> tuple[np.ndarray, np.ndarray]:
+def _round_key_hashes(sends: list[CheckedSend]) -> tuple[np.ndarray, np.ndarray]:
     """The key hashes of every row of `sends`, in order, and which rows have a key: Arrow sends
     bring theirs (hashed when submitted), standard sends are hashed here all at once."""
     standard = [s for s in sends if s.messages is not None]
@@ -351,12 +384,12 @@ def _round_key_hashes(sends: list[AppendRequest]) -> tuple[np.ndarray, np.ndarra
     return np.concatenate(hashes), np.concatenate(present)
 
 
-def arrow_key_hashes(send: AppendRequest) -> tuple[np.ndarray, np.ndarray]:
+def arrow_key_hashes(send: CheckedSend) -> tuple[np.ndarray, np.ndarray]:
     assert send.arrow is not None
     return key_hashes([send.topic], [send.count], send.arrow.column("uniq_key").cast(pa.string()))
 
 
-def _body(send: AppendRequest, row: int) -> bytes:
+def _body(send: CheckedSend, row: int) -> bytes:
     """The body of row `row` of a send, as it came."""
     if send.messages is not None:
         return send.messages[row].body

@@ -3,7 +3,7 @@
 As in Apache RocketMQ, a message whose DELAY property names level n > 0 is stored in queue n - 1 of
 SCHEDULE_TOPIC_XXXX with its real topic and queue in the REAL_TOPIC and REAL_QID properties (a level
 above the highest configured one counts as the highest). When its delay has passed since it was
-stored, the schedule service (broker/schedule_service.py) stores it again, in its real queue,
+stored, the schedule service (broker/schedule/service.py) stores it again, in its real queue,
 without DELAY and with SCHEDULE_ORIGIN, `<level>:<offset>` of the SCHEDULE_TOPIC_XXXX message it
 comes from, by which the service recognises its own deliveries in the commit log after a crash.
 The delay of each level is the broker.conf key messageDelayLevel.
@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.store.append_requests import StandardMessage
+from broker.store.writer.append_requests import StandardMessage
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import SCHEDULE_TOPIC
 

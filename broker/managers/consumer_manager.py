@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker.client_channel import ClientChannelInfo
+from broker.managers.client_channel import ClientChannelInfo
 from rocketspark.protocol.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rocketspark.remoting.connection import Connection
 

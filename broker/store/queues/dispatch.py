@@ -1,7 +1,8 @@
 """Dispatch: stored batches become consume queue entries and index entries.
 
-The store calls `dispatch` (Arrow batches, read back by recovery too) or `dispatch_sends` (rounds of
-standard sends, from the values the sends carried) once a batch is written; arrival listeners hear of
+The store calls `dispatch` (Arrow batches, read back by recovery too) or `dispatch_sends` (commit
+rounds of standard sends, from the values the sends carried: :class:`StandardSend`) once a batch is
+written; arrival listeners hear of
 every queue that grew. Index entries are built in bulk, every `_INDEX_BATCH_ROWS` rows and before a
 flush or a lookup, because Arrow's fixed cost per call would dominate per batch. What waits for that
 build is only what the index needs: the indexed columns of Arrow batches, and the keys and ids of
@@ -10,24 +11,65 @@ standard sends (never their records: a flood of large sends would wait in memory
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.store.appender import Round
-from broker.store.block_cache import BlockCache
 from broker.store.config import StoreConfig
-from broker.store.consume_queue import CQ_ENTRY, ConsumeQueue
-from broker.store.index import INDEXED_COLUMNS, IndexService, index_entries
-from broker.store.stored import StoredBatch, as_batches
+from broker.store.log.stored import StoredBatch, as_batches
+from broker.store.queues.block_cache import BlockCache
+from broker.store.queues.consume_queue import CQ_ENTRY, ConsumeQueue
+from broker.store.queues.index import INDEXED_COLUMNS, IndexService, index_entries
 from rocketspark.message.batches.columns import tag_code, tag_codes
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.ids import offset_msg_id
 
 #: called with (topic, queue id, new max offset, tag codes of the new messages) after every store
 ArrivalListener = Callable[[str, int, int, np.ndarray], None]
+
+
+class SentMessage(Protocol):
+    """What dispatch reads of one message of a standard send."""
+
+    @property
+    def body(self) -> bytes: ...
+
+    @property
+    def tags(self) -> str | None: ...
+
+    @property
+    def keys(self) -> str | None: ...
+
+    @property
+    def uniq_key(self) -> str | None: ...
+
+
+class StandardSend(Protocol):
+    """A send of a written commit round as dispatch reads it: its queue, the messages it stored
+    (None for a send of an Arrow batch, which a commit round of standard sends never holds) and the
+    offsets of the first."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def queue_id(self) -> int: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def messages(self) -> Sequence[SentMessage] | None: ...
+
+    @property
+    def first_queue_offset(self) -> int: ...
+
+    @property
+    def first_commit_log_offset(self) -> int: ...
+
 
 _INDEX_BATCH_ROWS = 50_000
 #: what the index needs of a message of a standard send: topic, keys, msg id, commit log offset, store time
@@ -78,15 +120,13 @@ class Dispatcher:
         queue = self.queues.get((topic, queue_id))
         return queue.max_offset if queue is not None else 0
 
-    def dispatch_sends(self, written: Round) -> None:
-        """Add a round of standard sends to their consume queues and the index, from the values the
+    def dispatch_sends(self, position: int, segment_start: int, store_ts: int, sends: Iterable[StandardSend]) -> None:
+        """Add a commit round of standard sends, stored at `position` of the segment starting at
+        `segment_start` at `store_ts`, to their consume queues and the index, from the values the
         sends carried (a few numpy calls per send: these rounds are small, and Arrow's fixed costs
         would dominate)."""
-        placement = written.placement
-        assert placement is not None
-        segment_start, store_ts = placement.segment.start, written.store_timestamp
         rows = self._sent_rows(segment_start)
-        for request in written.sends:
+        for request in sends:
             if not request.count:
                 continue
             assert request.messages is not None
@@ -101,11 +141,11 @@ class Dispatcher:
                 )
                 for i, m in enumerate(request.messages)
             )
-            first_row = request.first_commit_log_offset - placement.position
+            first_row = request.first_commit_log_offset - position
             # one tuple per entry: for the few messages of a send, cheaper than a numpy call per field
             entries = np.array(
                 [
-                    (placement.position, first_row + i, len(m.body), tag_code(m.tags), store_ts)
+                    (position, first_row + i, len(m.body), tag_code(m.tags), store_ts)
                     for i, m in enumerate(request.messages)
                 ],
                 dtype=CQ_ENTRY,

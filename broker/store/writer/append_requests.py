@@ -1,4 +1,4 @@
-"""What the commit log writer takes in: a send's messages for one queue (its answer: broker/store/round_sends.py)."""
+"""What the commit log writer takes in: a send's messages for one queue (its answer: writer/commit_round.py)."""
 
 from __future__ import annotations
 

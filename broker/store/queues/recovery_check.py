@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from broker.store.commitlog import CommitLog
-from broker.store.consume_queue import ConsumeQueue
-from broker.store.stored import as_batches
+from broker.store.log.commitlog import CommitLog
+from broker.store.log.stored import as_batches
+from broker.store.queues.consume_queue import ConsumeQueue
 from rocketspark.errors import StoreCorruptionError
 
 log = logging.getLogger(__name__)

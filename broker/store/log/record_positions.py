@@ -5,7 +5,7 @@ granule's first byte (8 bytes per 64 KiB, 128 KiB for a 1 GiB segment, whether i
 records or five million). The records of one granule are found by reading their headers from
 disk, in blocks (:func:`read_headers`, :meth:`RecordPositions.granule`), so the broker needs no
 per-record memory to turn a message's commit log offset into its record and row (the granules
-read last, and the one being written, are kept: broker/store/granules.py).
+read last, and the one being written, are kept: broker/store/log/granules.py).
 
 The positions of a segment's flushed part are saved to a small file of their own (one per
 segment, in the store's `positions` directory) as the segment grows and at shutdown; startup
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from broker.store import record
-from broker.store.growable import GrowableArray
+from broker.store.log import record
+from broker.store.log.growable import GrowableArray
 from rocketspark.fileutil import write_atomically
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """What one commit log record holds, and what reads make of it.
 
-A record holds either an Arrow record batch of STORED_SCHEMA (what Arrow sends and mixed rounds
-store) or RocketMQ's own message records (:class:`WireRecords`: what a round of standard sends
-stores, laid out exactly as a standard pull returns them). Each read converts only where the
+A record holds either an Arrow record batch of STORED_SCHEMA (what Arrow sends and mixed commit
+rounds store) or RocketMQ's own message records (:class:`WireRecords`: what a commit round of standard
+sends stores, laid out exactly as a standard pull returns them). Each read converts only where the
 reader's form differs from the stored one, and converts many stored records at once:
 
 - a standard pull of wire records is a byte copy; of Arrow rows, one `encode_records` call over

@@ -10,8 +10,8 @@ two never share state: file work uses positional I/O on file descriptors, and a 
 a batch is handed its segment by the loop.
 
 Memory does not grow with the number of records: a segment remembers one record start per
-64 KiB (broker/store/record_positions.py) and reads the headers of a granule when it must find a
-record (broker/store/granules.py keeps the granules read last and the one being written); startup
+64 KiB (broker/store/log/record_positions.py) and reads the headers of a granule when it must find a
+record (broker/store/log/granules.py keeps the granules read last and the one being written); startup
 reads only the headers its segments' positions files do not cover.
 """
 
@@ -33,12 +33,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from broker.store import record
-from broker.store.disk_space import disk_full_error, is_disk_full
-from broker.store.durability import make_directories
-from broker.store.granules import GranuleCache
-from broker.store.record_positions import GRANULE, SAVE_EVERY_BYTES, RecordPositions, read_headers
-from broker.store.stored import StoredBatch, as_batches, stored_size
+from broker.store.log import record
+from broker.store.log.disk_space import disk_full_error, is_disk_full
+from broker.store.log.durability import make_directories
+from broker.store.log.granules import GranuleCache
+from broker.store.log.record_positions import GRANULE, SAVE_EVERY_BYTES, RecordPositions, read_headers
+from broker.store.log.stored import StoredBatch, as_batches, stored_size
 from rocketspark.errors import StoreCorruptionError
 from rocketspark.fileutil import fsync_directory
 

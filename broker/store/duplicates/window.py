@@ -1,10 +1,10 @@
 """Duplicate detection: the UNIQ_KEYs stored within `duplicateWindowSeconds`, with where they went.
 
 A send whose UNIQ_KEY (for its topic) was stored within the window is not stored again (see
-docs/protocol.md, "Duplicate sends"). The group-commit writer checks a whole round at once: the
+docs/protocol.md, "Duplicate sends"). The commit log writer checks a whole commit round at once: the
 keys of all its sends are hashed to 64 bits together with their topic
 (:mod:`rocketspark.message.batches.stable_hashes`, numpy over the Arrow string buffers) and looked up in
-numpy hash tables (:mod:`broker.store.key_table`), so no step runs Python per row. Two different
+numpy hash tables (:mod:`broker.store.duplicates.key_table`), so no step runs Python per row. Two different
 keys share a 64-bit hash with a probability of about n^2 / 2^65 for n keys in the window (3e-8 at
 a million): then the second is taken for a duplicate.
 
@@ -27,9 +27,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.store.commitlog import CommitLog
-from broker.store.key_table import KeyTable, TableShape
-from broker.store.window_snapshot import TableEntries, WindowSnapshot
+from broker.store.duplicates.key_table import KeyTable, TableShape
+from broker.store.duplicates.window_snapshot import TableEntries, WindowSnapshot
+from broker.store.log.commitlog import CommitLog
 from rocketspark.message.batches.stable_hashes import (
     GOLDEN,
     MASK64,

@@ -1,14 +1,15 @@
 """Group commit: the one writer of the commit log.
 
-Sends wait in a queue. The writer takes everything waiting (up to the configured batch limits),
-assigns queue offsets and commit log offsets, builds ONE stored batch from all of it (RocketMQ's
-message records when the round holds standard sends only, else an Arrow record batch), writes it
-(and, under SYNC_FLUSH, fsyncs it) in the store's I/O thread, or on the loop for a few records
-under ASYNC_FLUSH, makes it visible to pulls, and only then answers every send of the round.
-While one round is on disk the next one gathers, so
-concurrent senders share a record batch and an fsync, and a lone sender pays no batching delay.
-Each attempt at a round first drops the rows the duplicate window already holds, checking the
-unchanged requests afresh (broker/store/round_duplicates.py, broker/store/round_sends.py).
+Sends wait in a queue. The writer takes everything waiting (up to the configured batch limits) as
+one commit round, assigns queue offsets and commit log offsets, builds ONE stored batch from all
+of it (RocketMQ's message records when the round holds standard sends only, else an Arrow record
+batch), writes it (and, under SYNC_FLUSH, fsyncs it) in the store's I/O thread, or on the loop for
+a few records under ASYNC_FLUSH, has the store make it visible to pulls (:class:`CommitTarget`),
+and only then answers every send of the round. While one commit round is on disk the next one
+gathers, so concurrent senders share a record batch and an fsync, and a lone sender pays no
+batching delay. Each attempt at a commit round first drops the rows the duplicate window already
+holds, checking the unchanged requests afresh (broker/store/duplicates/checker.py,
+broker/store/writer/commit_round.py).
 
 Back-pressure, as RocketMQ's send thread pool: a send is answered SYSTEM_BUSY at once when the
 queue already holds `sendThreadPoolQueueCapacity` sends or `sendQueueMaxBytes` body bytes, and
@@ -21,30 +22,20 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from itertools import accumulate
 
 import numpy as np
 import pyarrow as pa
 
-from broker.store import record
-from broker.store.append_requests import AppendRequest, StandardMessage
-from broker.store.commitlog import CommitLog, Placement, Segment
 from broker.store.config import FlushDiskType, StoreConfig
-from broker.store.dedup import DuplicateWindow, deduplicated_topic
+from broker.store.duplicates.checker import DuplicateChecker
+from broker.store.log import record
+from broker.store.log.commitlog import CommitLog
+from broker.store.log.stored import StoredBatch, WireRecords
 from broker.store.results import PutStatus
-from broker.store.round_duplicates import (
-    NO_DUPLICATES,
-    arrow_key_hashes,
-    find_repeats,
-    read_bodies,
-    remember_round,
-    settle,
-)
-from broker.store.round_sends import RoundSend
-from broker.store.stored import StoredBatch, WireRecords
+from broker.store.writer.append_requests import AppendRequest, StandardMessage
+from broker.store.writer.commit_round import CommitRound, CommitSend, CommitTarget
 from rocketspark.aio import wait_until
 from rocketspark.errors import RocketMQError
 from rocketspark.message.batches.stored import stored_batch_from_producer, stored_batch_from_rows
@@ -53,28 +44,14 @@ from rocketspark.protocol.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 
-# Rounds of at least this many rows are looked up in the duplicate window in the I/O thread, beside
-# the event loop (numpy lets go of the GIL); smaller ones on the loop, where a thread hop would cost more.
-_DEDUPLICATE_IN_IO_THREAD_ROWS = 2048
-# Rounds of at most this many standard messages are encoded and written on the loop under
+# Commit rounds of at most this many standard messages are encoded and written on the loop under
 # ASYNC_FLUSH: a write that only copies a few kilobytes to the page cache beats a thread hop.
 _WRITE_ON_LOOP_ROWS = 64
 
 
-@dataclass(slots=True)
-class Round:
-    placement: Placement | None  # None: the round's sends were all duplicates, nothing is written
-    sends: list[RoundSend]
-    store_timestamp: int
-    sync: bool
-    wire: bool = False  # standard sends only: stored as message records (broker/store/stored.py)
-    # under SYNC_FLUSH: every segment with records not fsynced yet (earlier rounds that did not
-    # wait for the disk, possibly in an older segment) and the round's own, all fsynced with it,
-    # so that the flushed offset at the round's end covers nothing that is not on disk
-    to_sync: list[Segment] = field(default_factory=list)
-
-
 class CommitLogAppender:
+    """The writer: its queue of sends, and the commit rounds it makes of them (event loop)."""
+
     def __init__(
         self,
         commit_log: CommitLog,
@@ -82,23 +59,17 @@ class CommitLogAppender:
         config: StoreConfig,
         store_host: str,
         io_executor: Executor,
-        next_queue_offset: Callable[[str, int], int],
-        on_stored: Callable[[Round, StoredBatch, int], None],
-        on_synced: Callable[[int], None],
-        batch_at: Callable[[int], Awaitable[StoredBatch]],
-        window: DuplicateWindow | None = None,
+        duplicates: DuplicateChecker,
+        target: CommitTarget,
     ) -> None:
-        """`batch_at`: the stored batch at a commit log position, on the event loop (the cache, or a
-        read on a reader thread); the duplicate check reads the first copies of window hits with it."""
+        """`duplicates`: the duplicate window's entry point; `target`: the store, which gives queue
+        offsets and makes written commit rounds visible."""
         self._commit_log = commit_log
         self._config = config
         self.store_host = store_host
         self._executor = io_executor
-        self._next_queue_offset = next_queue_offset
-        self._on_stored = on_stored
-        self._on_synced = on_synced
-        self._window = window
-        self._batch_at = batch_at
+        self._duplicates = duplicates
+        self._target = target
         self._pending: deque[AppendRequest] = deque()
         self._pending_bytes = 0
         self._expiry: asyncio.TimerHandle | None = None
@@ -136,9 +107,8 @@ class CommitLogAppender:
                 f"{self._pending_bytes:,} body bytes wait for the disk; this send's {request.body_bytes:,} would "
                 f"pass sendQueueMaxBytes={config.send_queue_max_bytes:,}"
             )
-        window = self._window
-        if request.arrow is not None and window is not None and window.enabled and deduplicated_topic(request.topic):
-            request.key_hashes = arrow_key_hashes(request)  # now, while the round before is on disk
+        if request.arrow is not None:
+            request.key_hashes = self._duplicates.prepare(request)  # now, while the round before is on disk
         loop = asyncio.get_running_loop()
         request.enqueued_at = loop.time()
         self._pending.append(request)
@@ -152,7 +122,7 @@ class CommitLogAppender:
         return self._config.wait_time_mills_in_send_queue / 1000
 
     def _expire_waiting(self) -> None:
-        """Answer SYSTEM_BUSY to sends that waited too long for a round (RocketMQ's cleanExpiredRequest)."""
+        """Answer SYSTEM_BUSY to sends that waited too long for a commit round (RocketMQ's cleanExpiredRequest)."""
         self._expiry = None
         loop = asyncio.get_running_loop()
         now = loop.time()
@@ -193,7 +163,7 @@ class CommitLogAppender:
         return requests
 
     async def _write_round(self, requests: list[AppendRequest]) -> None:
-        """Commit a round; if writing it fails, write its halves as rounds of their own.
+        """Write a commit round; if writing it fails, write its halves as rounds of their own.
 
         Processors check every send before it joins a round, so a failure here is unexpected (a
         disk error, or a check that is missing). Splitting keeps it to the requests that cause it:
@@ -220,13 +190,16 @@ class CommitLogAppender:
             log.exception("making a written round of %d sends visible failed", len(requests))
             self._fail(requests, exc)
 
-    async def _build_and_write_round(self, requests: list[AppendRequest]) -> tuple[Round, StoredBatch, int, PutStatus]:
-        """Place, build, write (and fsync) a round; nothing of it is visible yet."""
+    async def _build_and_write_round(
+        self, requests: list[AppendRequest]
+    ) -> tuple[CommitRound, StoredBatch, int, PutStatus]:
+        """Place, build, write (and fsync) a commit round; nothing of it is visible yet."""
         store_timestamp = int(time.time() * 1000)
         loop = asyncio.get_running_loop()
-        sends = await self._check_duplicates(requests, store_timestamp)
+        checked = await self._duplicates.check(requests, store_timestamp)
+        sends = [CommitSend.of(r, d) for r, d in zip(requests, checked.sends, strict=True)]
         if not any(s.count for s in sends):  # duplicates only: nothing to write
-            return Round(None, sends, store_timestamp, False), pa.record_batch({}), 0, PutStatus.PUT_OK
+            return CommitRound(None, sends, checked, store_timestamp, False), pa.record_batch({}), 0, PutStatus.PUT_OK
         placement = self._commit_log.reserve()
         next_offsets: dict[tuple[str, int], int] = {}
         row = 0
@@ -234,14 +207,14 @@ class CommitLogAppender:
             key = (send.topic, send.queue_id)
             first = next_offsets.get(key)
             if first is None:
-                first = self._next_queue_offset(*key)
+                first = self._target.next_queue_offset(*key)
             send.first_queue_offset = first
             next_offsets[key] = first + send.count
             send.first_commit_log_offset = placement.position + row
             row += send.count
         sync = self._config.flush_disk_type is FlushDiskType.SYNC_FLUSH and any(r.wait_flush for r in requests)
         wire = all(s.messages is not None for s in sends if s.count)
-        current = Round(placement, sends, store_timestamp, sync, wire)
+        current = CommitRound(placement, sends, checked, store_timestamp, sync, wire)
         if wire and not sync and row <= _WRITE_ON_LOOP_ROWS:
             # a few records: encoding them and a write to the page cache cost less than a thread hop
             return (current, *self._build_and_write(current), PutStatus.PUT_OK)
@@ -260,45 +233,23 @@ class CommitLogAppender:
             raise
         return current, batch, length, status
 
-    def _complete(self, current: Round, batch: StoredBatch, length: int, status: PutStatus) -> None:
-        """Make a written round visible and answer its sends."""
+    def _complete(self, current: CommitRound, batch: StoredBatch, length: int, status: PutStatus) -> None:
+        """Make a written commit round visible and answer its sends."""
         placement = current.placement
         if placement is not None:
             self.rounds += 1
             if current.sync:
                 self.fsyncs += 1
-                self._on_synced(placement.position + length)
-            self._on_stored(current, batch, length)
+            self._target.commit_round_written(current, batch, length)
         for send in current.sends:
             if not send.request.future.done():
                 send.request.future.set_result(send.result(status, current.sends))
-        if placement is not None and self._window is not None:
+        if placement is not None:
             # after the answers: the next round, which looks keys up, starts later
-            stored = [(s.duplicates, s.first_stored) for s in current.sends]
-            remember_round(self._window, current.store_timestamp, stored)
+            current.checked.remember(current.store_timestamp, [s.first_stored for s in current.sends])
 
-    async def _check_duplicates(self, requests: list[AppendRequest], now_ms: int) -> list[RoundSend]:
-        """The round's sends less the rows the duplicate window (or the round) already holds.
-
-        The window belongs to this writer, which checks one round at a time, so a large round is
-        looked up in the I/O thread; the first copies' bodies are read on the event loop, which
-        owns the commit log's segment lists and cache."""
-        window = self._window
-        if window is None or not window.enabled:
-            return [RoundSend.of(r, NO_DUPLICATES) for r in requests]
-        if sum(r.count for r in requests) >= _DEDUPLICATE_IN_IO_THREAD_ROWS:
-            loop = asyncio.get_running_loop()
-            repeats = await loop.run_in_executor(self._executor, find_repeats, window, requests, now_ms)
-        else:
-            repeats = find_repeats(window, requests, now_ms)
-        decided = await settle(requests, repeats, self._stored_bodies)
-        return [RoundSend.of(r, d) for r, d in zip(requests, decided, strict=True)]
-
-    async def _stored_bodies(self, offsets: np.ndarray) -> pa.Array:
-        return await read_bodies(self._commit_log, self._batch_at, offsets)
-
-    def _build_and_write(self, current: Round) -> tuple[StoredBatch, int]:
-        """Build the round's stored batch and write it (I/O thread, or the loop for a few records)."""
+    def _build_and_write(self, current: CommitRound) -> tuple[StoredBatch, int]:
+        """Build the commit round's stored batch and write it (I/O thread, or the loop for a few records)."""
         assert current.placement is not None
         stored: StoredBatch
         if current.wire:
@@ -312,8 +263,8 @@ class CommitLogAppender:
             self._commit_log.sync(current.to_sync)
         return stored, len(header) + len(memoryview(payload))
 
-    def _wire_records(self, current: Round) -> WireRecords:
-        """The records of a round of standard sends, as standard pulls will return them."""
+    def _wire_records(self, current: CommitRound) -> WireRecords:
+        """The records of a commit round of standard sends, as standard pulls will return them."""
         records: list[bytes] = []
         for send in current.sends:
             for i, message in enumerate(send.messages or ()):
@@ -339,9 +290,9 @@ class CommitLogAppender:
         bounds = np.fromiter(accumulate(map(len, records), initial=0), dtype=np.int64, count=len(records) + 1)
         return WireRecords(b"".join(records), bounds)
 
-    def _build(self, current: Round) -> pa.RecordBatch:
+    def _build(self, current: CommitRound) -> pa.RecordBatch:
         pieces: list[pa.RecordBatch] = []
-        run: list[RoundSend] = []
+        run: list[CommitSend] = []
         for send in current.sends:
             if not send.count:  # duplicates only
                 continue
@@ -370,7 +321,7 @@ class CommitLogAppender:
             pieces.append(self._standard_piece(run, current.store_timestamp))
         return pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
 
-    def _standard_piece(self, sends: list[RoundSend], store_timestamp: int) -> pa.RecordBatch:
+    def _standard_piece(self, sends: list[CommitSend], store_timestamp: int) -> pa.RecordBatch:
         """One batch for a run of standard sends: every message each stores, in order."""
         topics: list[str] = []
         queue_ids: list[int] = []

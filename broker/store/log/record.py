@@ -4,8 +4,8 @@
     payload, then zero bytes up to the next multiple of 8
 
 The magic says what the payload is: "RSB1", one Arrow IPC record batch message (STORED_SCHEMA),
-or "RSW1", RocketMQ message records as a standard pull returns them (a round of standard sends,
-see broker/store/stored.py). Records start 8-byte aligned, so Arrow reads payloads without
+or "RSW1", RocketMQ message records as a standard pull returns them (a commit round of standard sends,
+see broker/store/log/stored.py). Records start 8-byte aligned, so Arrow reads payloads without
 copying. The checksum finds a torn tail after a crash. A message's commit log offset is the
 position of its record plus its row: every row takes more than one payload byte, so these offsets
 are unique and grow with the log.
@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from broker.store.stored import StoredBatch, WireRecords
+from broker.store.log.stored import StoredBatch, WireRecords
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.records.decoding import read_big_endian
 

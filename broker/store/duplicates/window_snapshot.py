@@ -5,7 +5,7 @@ filled part of each table's arrays (views: nothing is copied on the loop) and `t
 of the commit log at that moment: the window then held the keys of every record before it. The
 file is written on another thread at shutdown and every SNAPSHOT_INTERVAL_S; startup restores
 the tables from it and adds the keys of the records from `through` on, read from the log
-(broker/store/dedup.py, `DuplicateWindow.recover`).
+(broker/store/duplicates/window.py, `DuplicateWindow.recover`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A fixed-size hash table of 64-bit key hashes and where each key was stored, vectorised with numpy.
 
-The duplicate window (broker/store/dedup.py) looks up and inserts the keys of a whole group-commit
+The duplicate window (broker/store/duplicates/window.py) looks up and inserts the keys of a whole commit
 round at once, so the table works on arrays: open addressing with linear probing, where every probe
 step is one numpy operation over all the keys still probing. It holds at most `capacity` entries
 in preallocated arrays (about 46 bytes a key, slots and filter included) and is insert-only: the window drops
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from broker.store.window_snapshot import TableEntries
+    from broker.store.duplicates.window_snapshot import TableEntries
 
 U64 = np.uint64
 _EMPTY = -1  # a slot without entry; as an entry index it names the sentinel entry, never live

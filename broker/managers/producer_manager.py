@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from broker.client_channel import ClientChannelInfo
+from broker.managers.client_channel import ClientChannelInfo
 from rocketspark.remoting.connection import Connection
 
 log = logging.getLogger(__name__)

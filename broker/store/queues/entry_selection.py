@@ -1,6 +1,6 @@
 """Which consume-queue entries a pull answers with, and the stored batches they point into.
 
-Pure functions over arrays of `CQ_ENTRY` (broker/store/consume_queue.py), in the order a queue
+Pure functions over arrays of `CQ_ENTRY` (broker/store/queues/consume_queue.py), in the order a queue
 holds them: that order follows the commit log, so an entry's stored batch position never falls
 as its offset rises. Most standard pulls take a few dozen entries, where each numpy call costs
 more than the work it does, so the common shapes avoid them: slices instead of index arrays when

@@ -4,7 +4,7 @@ and the offsets above it delivered already, kept in `config/delayOffset.json`.
 Storing a delivery and writing the progress that counts it are two writes, and a crash can fall
 between them. So the file holds, beside Java's `{"offsetTable": {level: offset}}`, the commit log
 offset at which it was written (`commitLogOffset`): every delivery it does not count is stored at or
-after that offset, and carries SCHEDULE_ORIGIN (broker/schedule.py). At startup the deliveries
+after that offset, and carries SCHEDULE_ORIGIN (broker/schedule/delay_levels.py). At startup the deliveries
 stored since then are read back from the commit log and counted, so none is delivered twice, with
 or without the duplicate window. Offsets delivered out of order (a later run stored, an earlier one
 refused) are kept in `deliveredAhead` until the offsets below them are delivered too.
@@ -17,8 +17,8 @@ from collections.abc import Iterable
 
 import orjson
 
-from broker.schedule import delivered_origins
-from broker.store.commitlog import CommitLog
+from broker.schedule.delay_levels import delivered_origins
+from broker.store.log.commitlog import CommitLog
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.protocol.body.jsonbody import loads
 

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from broker.store.block_cache import BlockCache
-from broker.store.durability import make_directories
-from broker.store.growable import GrowableArray
+from broker.store.log.durability import make_directories
+from broker.store.log.growable import GrowableArray
+from broker.store.queues.block_cache import BlockCache
 from rocketspark.fileutil import fsync_directory
 
 log = logging.getLogger(__name__)

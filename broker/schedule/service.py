@@ -2,10 +2,10 @@
 
 Queue n - 1 of SCHEDULE_TOPIC_XXXX holds the messages of delay level n in the order they were
 stored, so they fall due in that order too: every tick (100 ms, Java's DELAY_FOR_A_WHILE) each level
-delivers its messages stored at least that level's delay ago, from where it stopped (broker/schedule.py
+delivers its messages stored at least that level's delay ago, from where it stopped (broker/schedule/delay_levels.py
 says what a delivered message looks like). Where each level stopped is written to
 `config/delayOffset.json` after every tick that delivered something, at least every second while the
-commit log grows, and at shutdown (broker/schedule_progress.py). Each delayed message is delivered
+commit log grows, and at shutdown (broker/schedule/progress.py). Each delayed message is delivered
 once: a run refused while later ones were stored is delivered alone on a later tick, and after a
 crash the deliveries stored since the last write are found in the commit log and not repeated.
 """
@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from broker.schedule import DelayLevels, due_message
-from broker.schedule_progress import DeliveryProgress
-from broker.store.append_requests import StandardMessage
+from broker.schedule.delay_levels import DelayLevels, due_message
+from broker.schedule.progress import DeliveryProgress
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus, PutResult
+from broker.store.writer.append_requests import StandardMessage
 from rocketspark.errors import RocketMQError
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message.validation import SCHEDULE_TOPIC

@@ -1,26 +1,65 @@
-"""A send as one attempt at a round stores it: the rows its duplicate check kept, where they go, its answer.
+"""A commit round: what one attempt at it stores, send by send, and who receives it once written.
 
-The commit log writer makes a :class:`RoundSend` of each request every time it tries to write a
-round, so nothing one attempt decided (rows dropped as duplicates, offsets) outlives it: a round that
-fails is split, and each half is checked and placed afresh from the unchanged requests.
+A commit round (group commit) is everything the commit log writer takes from its queue at once,
+written as one record, made visible and answered together. The writer makes a
+:class:`CommitRound` and a :class:`CommitSend` of each request every time it tries to write a
+round, so nothing one attempt decided (rows dropped as duplicates, offsets) outlives it: a round
+that fails is split, and each half is checked and placed afresh from the unchanged requests.
+:class:`CommitTarget` is all the writer knows of the rest of the store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 
-from broker.store.append_requests import AppendRequest, StandardMessage
-from broker.store.dedup import StoredAt
+from broker.store.duplicates.checker import RoundCheck
+from broker.store.duplicates.round_check import SendDuplicates
+from broker.store.duplicates.window import StoredAt
+from broker.store.log.commitlog import Placement, Segment
+from broker.store.log.stored import StoredBatch
 from broker.store.results import PutResult, PutStatus
-from broker.store.round_duplicates import SendDuplicates
+from broker.store.writer.append_requests import AppendRequest, StandardMessage
+
+
+@dataclass(slots=True)
+class CommitRound:
+    """One attempt at a commit round: its sends, where its record goes and how it is flushed."""
+
+    placement: Placement | None  # None: the round's sends were all duplicates, nothing is written
+    sends: list[CommitSend]
+    checked: RoundCheck  # the duplicate check of this attempt, which remembers its new keys once written
+    store_timestamp: int
+    sync: bool
+    wire: bool = False  # standard sends only: stored as message records (broker/store/log/stored.py)
+    # under SYNC_FLUSH: every segment with records not fsynced yet (earlier rounds that did not
+    # wait for the disk, possibly in an older segment) and the round's own, all fsynced with it,
+    # so that the flushed offset at the round's end covers nothing that is not on disk
+    to_sync: list[Segment] = field(default_factory=list)
+
+
+class CommitTarget(Protocol):
+    """The rest of the store as the commit log writer sees it (the message store implements it)."""
+
+    def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next message stored in the queue takes."""
+        ...
+
+    def commit_round_written(self, written: CommitRound, stored: StoredBatch, length: int) -> None:
+        """Register a written commit round (one that stores rows) in the commit log, count it
+        flushed when it was fsynced (`written.sync`) and make it visible to pulls; called before
+        its sends are answered."""
+        ...
 
 
 @dataclass(eq=False, slots=True)
-class RoundSend:
+class CommitSend:
+    """A send of a commit round attempt: the rows it stores, where they go, its answer."""
+
     request: AppendRequest
     duplicates: SendDuplicates
     # the rows stored: the request's, less its duplicates
@@ -36,7 +75,7 @@ class RoundSend:
         self.count = self.request.count - self.duplicates.count
 
     @classmethod
-    def of(cls, request: AppendRequest, duplicates: SendDuplicates) -> RoundSend:
+    def of(cls, request: AppendRequest, duplicates: SendDuplicates) -> CommitSend:
         kept = duplicates.kept
         if kept is None:
             return cls(request, duplicates, request.messages, request.arrow, request.arrow_properties)
@@ -67,7 +106,7 @@ class RoundSend:
         index = row if kept is None else int(np.searchsorted(kept, row))
         return StoredAt(self.queue_id, self.first_queue_offset + index, self.first_commit_log_offset + index)
 
-    def result(self, status: PutStatus, round_sends: Sequence[RoundSend]) -> PutResult:
+    def result(self, status: PutStatus, round_sends: Sequence[CommitSend]) -> PutResult:
         """The answer to the send, once its round (`round_sends`, in order) is stored."""
         duplicates = self.duplicates
         if not duplicates.count:

@@ -29,8 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.store.durability import make_directories
-from broker.store.growable import GrowableArray
+from broker.store.log.durability import make_directories
+from broker.store.log.growable import GrowableArray
 from rocketspark.message.hashing import java_string_hash, java_string_hash_array
 
 log = logging.getLogger(__name__)

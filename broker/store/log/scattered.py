@@ -1,6 +1,6 @@
-"""Rows of many stored rounds read together: their segment mapped once, record starts found at once.
+"""Rows of many stored commit rounds read together: their segment mapped once, record starts found at once.
 
-A queue filled by single sends holds a few messages of each stored round (a round stores the sends
+A queue filled by single sends holds a few messages of each stored commit round (a round stores the sends
 of every queue that arrived together), so a large pull far behind the tail touches a round every
 few messages: 10,000 messages of one of eight queues touch about 3,000 rounds. Read one at a time,
 each round cost two preads, a parse of its record bounds and the objects around them (about 35 µs,
@@ -22,9 +22,9 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from broker.store import record
-from broker.store.commitlog import Segment
-from broker.store.stored import Piece, WireRecords, runs
+from broker.store.log import record
+from broker.store.log.commitlog import Segment
+from broker.store.log.stored import Piece, WireRecords, runs
 from rocketspark.errors import StoreCorruptionError
 from rocketspark.message.batches.arrays import binary_from_ranges, offsets_and_buffer
 from rocketspark.message.records.decoding import read_big_endian, record_bounds_array

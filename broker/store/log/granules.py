@@ -1,7 +1,7 @@
 """The records of granules, as lookups of messages by commit log offset need them.
 
 A lookup turns an offset into its record and row from the record starts and row counts of the
-granule holding it (broker/store/record_positions.py). This module keeps what those lookups read:
+granule holding it (broker/store/log/record_positions.py). This module keeps what those lookups read:
 
 - the granules read last (complete ones only: their records never change), up to a bound;
 - the granule being written, whose records are known as they are registered (:class:`OpenGranule`):
@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
-from broker.store.record_positions import GRANULE, RecordPositions
+from broker.store.log.record_positions import GRANULE, RecordPositions
 
 #: (record starts in the segment's file, row counts) of the records holding bytes of a granule
 Records: TypeAlias = tuple[np.ndarray, np.ndarray]
