@@ -1,4 +1,4 @@
-"""The Spark side's connection to RocketMQ: one client per process, and the group's heartbeat.
+"""The Spark side's connection to RocketMQ: one client per process.
 
 Every Python process (the driver's source runner, each executor's Python worker) keeps one client
 per name-server list, credentials and TLS settings on the process's shared event-loop thread, reused by every task;
@@ -8,15 +8,13 @@ nothing relies on Spark calling `stop()`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from rocketspark.client.config import ClientConfig
-from rocketspark.client.instance import ClientInstance, ConsumerRegistration
+from rocketspark.client.instance import ClientInstance
 from rocketspark.client.lifecycle import ServiceState
 from rocketspark.client.sync import shared_loop
-from rocketspark.message.filter import build_subscription
-from rocketspark.protocol.body.heartbeat import ConsumerData, ConsumeType, MessageModel
 from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.process_cache import ProcessCache
@@ -63,39 +61,3 @@ def connection_of(options: SourceOptions) -> Connection:
 def source_instance(options: SourceOptions) -> ClientInstance:
     """This process's client for the source's name servers, credentials and TLS settings."""
     return instance(*connection_of(options))
-
-
-#: per connection and group: the client the group was registered with, and the brokers it had told
-_heartbeaten: dict[tuple[object, ...], tuple[ClientInstance, frozenset[str]]] = {}
-
-
-def keep_group_alive(options: SourceOptions, topics: Callable[[], Iterable[str]]) -> None:
-    """Heartbeat the source's consumer group (CONSUME_ACTIVELY) so RocketMQ's tools list it.
-
-    The group is registered with the process's client once, whose heartbeats then reach every
-    broker it knows every 30 s; a broker the client did not know at its last heartbeat here is
-    told at once (call this after resolving the queues, which is when brokers become known).
-    """
-    assert options.consumer_group is not None
-    group = options.consumer_group
-    key = (*connection_of(options), group)
-    client = source_instance(options)
-
-    def consumer_data() -> ConsumerData:  # what each heartbeat says of the group
-        return ConsumerData(
-            group,
-            consume_type=ConsumeType.CONSUME_ACTIVELY,
-            message_model=MessageModel.CLUSTERING,
-            subscription_data_set=[build_subscription(t, options.tags) for t in sorted(topics())],
-        )
-
-    with _lock:
-        registered, told = _heartbeaten.get(key, (None, frozenset()))
-        if registered is not client:  # first call with this client: register the group once
-            client.register_consumer(ConsumerRegistration(group, consumer_data, topics))
-            told = frozenset()
-        known = frozenset(client.broker_addresses.values())
-        if registered is client and known <= told:
-            return
-        _heartbeaten[key] = (client, known)
-    run(client.heartbeat())

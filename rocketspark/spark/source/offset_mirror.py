@@ -8,6 +8,13 @@ what has been processed to `OffsetMirror.mirror`. Offsets follow the offset stor
 mirror is `forget`-ten (it started over, or went away) is mirrored from scratch when it is seen
 again. A broker that does not take a mirror is not an error: the offsets it missed are handed back
 and tried again at the next mirror.
+
+The source never joins its group (as Kafka's source uses `assign()`): it sends no heartbeat for it,
+so the brokers list no member for it and a push or pull consumer of the same group is given every
+queue in its rebalance, as if the query were not there. While such a member is online, the group's
+offsets are that application's progress: the mirror then writes nothing (a WARNING names the
+members, once per change of them), so a query never moves another application's offsets, backwards
+or forwards; the query's own position is in its checkpoint either way.
 """
 
 from __future__ import annotations
@@ -17,10 +24,12 @@ import logging
 import time
 from collections.abc import Collection, Iterable, Mapping
 
+from rocketspark.client.api import client_manage
 from rocketspark.client.api import offset as offset_api
 from rocketspark.client.consumer.offset_store import advances
 from rocketspark.client.retry import ask_broker
-from rocketspark.errors import RocketMQError
+from rocketspark.errors import ResponseError, RocketMQError
+from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
@@ -38,6 +47,7 @@ class OffsetMirror:
         self.options = options
         self.group = group
         self._taken: dict[MessageQueue, int] = {}
+        self._members_warned: tuple[str, ...] = ()
 
     def assume(self, offsets: Mapping[MessageQueue, int]) -> None:
         """The group holds `offsets` already (the query starts from them): nothing to write."""
@@ -58,6 +68,8 @@ class OffsetMirror:
         if not pending:
             return {}
         instance = cluster.source_instance(self.options)
+        if self._others_online({q.broker_name for q in pending if q.broker_name not in skip}, pending):
+            return {}
 
         async def update(queue: MessageQueue) -> bool:
             if queue.broker_name in skip:
@@ -90,6 +102,38 @@ class OffsetMirror:
         taken = {q for q, ok in zip(ordered, cluster.run(every()), strict=True) if ok}
         self._taken.update({q: pending[q] for q in taken})
         return {q: o for q, o in pending.items() if q not in taken}
+
+    def _others_online(self, broker_names: set[str], queues: Iterable[MessageQueue]) -> bool:
+        """Whether the brokers list members of the group (none of them is this query), warning
+        once per change of them."""
+        instance = cluster.source_instance(self.options)
+        topic_of = {q.broker_name: q.topic for q in queues}
+
+        async def members(broker_name: str) -> list[str]:
+            try:
+                address = await instance.broker_address(broker_name, topic_of[broker_name])
+                return await client_manage.get_consumer_list(instance.remoting, address, self.group)
+            except ResponseError as exc:
+                if exc.code == ResponseCode.SYSTEM_ERROR:  # "no consumer for this group"
+                    return []
+                raise
+            except RocketMQError:
+                return []  # the mirror to that broker fails too, and is tried again later
+
+        async def every() -> list[list[str]]:
+            return await asyncio.gather(*(members(name) for name in sorted(broker_names)))
+
+        online = tuple(sorted({member for found in cluster.run(every()) for member in found}))
+        if online and online != self._members_warned:
+            log.warning(
+                "consumer group %s has other members online (%s): the query leaves the group's offsets to "
+                "them and does not mirror its progress there; give the query a consumerGroup of its own to "
+                "see its lag in RocketMQ's tools",
+                self.group,
+                ", ".join(online),
+            )
+        self._members_warned = online
+        return bool(online)
 
     def mirror_until_taken(self, offsets: Mapping[MessageQueue, int]) -> None:
         """The last mirror of an AvailableNow run (no later batch would try again): tried until the

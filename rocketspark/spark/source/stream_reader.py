@@ -37,7 +37,6 @@ from pyspark.sql.streaming.datasource import (
 
 from rocketspark.errors import RocketMQError
 from rocketspark.protocol.queue import MessageQueue
-from rocketspark.spark import cluster
 from rocketspark.spark.options import Position, SourceOptions
 from rocketspark.spark.source import offsets as offset_dicts
 from rocketspark.spark.source.offset_mirror import OffsetMirror
@@ -65,7 +64,6 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow's end
         self._latest: offset_dicts.OffsetDict | None = None
         self._mirror = OffsetMirror(options, self._group())
-        self._topics: set[str] = set(options.topics)
         self._clock: TriggerClock | None = None  # minMessagesPerTrigger's, see trigger_limits
         self._idle_since: float | None = None  # time.monotonic() of the last plan, when it found nothing
 
@@ -85,11 +83,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._started_at_ms
 
     def _queues(self, view: QueueView, *, must_exist: bool) -> list[MessageQueue]:
-        """The queues to read now; the group is heartbeaten to their brokers."""
-        queues = view.queues(must_exist=must_exist)
-        self._topics.update(q.topic for q in queues)
-        cluster.keep_group_alive(self.options, lambda: self._topics)
-        return queues
+        """The queues to read now."""
+        return view.queues(must_exist=must_exist)
 
     def initialOffset(self) -> dict[str, Any]:
         """Resolved once per query run and cached: Spark asks more than once. Queues whose broker does
