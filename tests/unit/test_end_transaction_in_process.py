@@ -8,9 +8,6 @@ what consumers see. Requests are built and handled as in tests/unit/processor_pa
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from broker.processors.end_transaction import EndTransactionProcessor
@@ -34,7 +31,6 @@ from tests.unit.processor_parts import (
     SendParts,
     handle,
     narrow,
-    open_parts,
     pull_request,
     pulled,
     registered,
@@ -43,12 +39,6 @@ from tests.unit.processor_parts import (
 
 QUEUE = 1
 UNIQ_KEY = "TX-0001"
-
-
-@pytest.fixture
-async def parts(tmp_path: Path) -> AsyncIterator[BrokerParts]:
-    async with open_parts(tmp_path) as opened:
-        yield opened
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@ requests built and handled as in tests/unit/processor_parts.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -41,18 +39,11 @@ from tests.unit.processor_parts import (
     SendParts,
     handle,
     narrow,
-    open_parts,
     pull_request,
     pulled,
     registered,
     send_request,
 )
-
-
-@pytest.fixture
-async def parts(tmp_path: Path) -> AsyncIterator[BrokerParts]:
-    async with open_parts(tmp_path) as opened:
-        yield opened
 
 
 @pytest.fixture

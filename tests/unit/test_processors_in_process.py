@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import time
 import typing
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,12 +54,6 @@ from tests.unit.processor_parts import (
     registered,
     send_request,
 )
-
-
-@pytest.fixture
-async def parts(tmp_path: Path) -> AsyncIterator[BrokerParts]:
-    async with open_parts(tmp_path) as opened:
-        yield opened
 
 
 @pytest.fixture
