@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from broker.flavor import nearest_entry
 from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere
-from rocketspark.client.api import offset
+from rocketspark.client.api import admin, offset
 from rocketspark.client.api.route import get_route
 from rocketspark.client.consumer.time_offsets import offset_for_time
 from rocketspark.processes import ServerProcess
@@ -22,6 +23,8 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.extension import ExtensionCode
 from rocketspark.remoting.client import RemotingClient
+from tests.client.conftest import Cluster
+from tests.client.test_push_consumer import FIRST, Recorder, create_topic, exactly, push_consumer, send_round_robin
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull, pull_all, send, send_batch
 from tests.waiting import eventually
@@ -174,6 +177,54 @@ async def test_the_offset_of_a_time_is_exact_on_both_flavors(clusters, client: R
         queue = next(q for q in await consumer.fetch_queues(topic) if q.queue_id == 0)
         assert await consumer.offset_for_timestamp(queue, times[1]) == 1
         assert await consumer.offset_for_timestamp(queue, times[-1] + 1) == len(times)
+
+
+async def pulled(client: RemotingClient, broker: str) -> tuple[int, int]:
+    """The broker's standard pull counters: (requests, messages)."""
+    info = await admin.get_runtime_info(client, broker)
+    return int(info["standardPullRequests"]), int(info["standardPullMessages"])
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+async def test_lite_pull_and_push_consumers_read_what_a_producer_sent(
+    clusters, client: RemotingClient, flavor: str
+) -> None:
+    """100 messages in one queue, read by a lite-pull consumer and by a push consumer that ask for 100
+    a pull: the same messages on both flavors; on apache each pull brings at most 32, so at least 4."""
+    namesrv, broker = clusters[flavor]
+    cluster = Cluster(namesrv, broker)
+    topic = f"ClientsRead-{flavor}"
+    await create_topic(cluster, topic, 1)
+    bodies = [f"{flavor} {i}".encode() for i in range(100)]
+    await send_round_robin(cluster, topic, bodies)
+
+    before = await pulled(client, broker.address)
+    consumer = AsyncLitePullConsumer(
+        f"{topic}-lite", namesrv_addr=namesrv.address, consume_from_where=FIRST, pull_batch_size=100
+    )
+    read: list[bytes] = []
+    async with consumer:
+        consumer.subscribe(topic)
+
+        async def everything() -> bool:
+            read.extend(m.body for m in await consumer.poll(200))
+            return len(read) >= 100
+
+        await eventually(everything, timeout_s=20, interval_s=0, what="every message, pulled")
+    lite = await pulled(client, broker.address)
+    assert Counter(read) == Counter(bodies)
+
+    pushed = Recorder()
+    push = push_consumer(cluster, f"{topic}-push", pushed, topic, pull_batch_size=100)
+    await push.start()
+    try:
+        await eventually(exactly([pushed], bodies), timeout_s=20, what="every message, pushed")
+    finally:
+        await push.shutdown()
+    after = await pulled(client, broker.address)
+    assert lite[1] - before[1] == after[1] - lite[1] == 100  # each read every message once, by standard pulls
+    if flavor == "apache":
+        assert lite[0] - before[0] >= 4 and after[0] - lite[0] >= 4
 
 
 async def test_dev_runs_an_apache_broker(tmp_path: Path, client: RemotingClient) -> None:

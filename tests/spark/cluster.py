@@ -128,7 +128,7 @@ class SparkCluster:
         return asyncio.run(ask())
 
     def runtime_counters(self) -> dict[str, int]:
-        """The brokers' message counters (standard and Arrow pulls and sends), summed."""
+        """The brokers' message and request counters (standard and Arrow pulls and sends), summed."""
 
         async def ask() -> dict[str, int]:
             client = RemotingClient()
@@ -136,7 +136,7 @@ class SparkCluster:
             try:
                 for broker in self.brokers.values():
                     for key, value in (await admin.get_runtime_info(client, broker.address)).items():
-                        if key.endswith(("PullMessages", "SendMessages")):
+                        if key.endswith(("PullMessages", "SendMessages", "PullRequests", "SendRequests")):
                             totals[key] = totals.get(key, 0) + int(value)
             finally:
                 await client.close()

@@ -158,11 +158,16 @@ def test_a_topic_written_by_spark_is_consumed_by_the_real_rocketmq_client(
     assert {m.topic for m in consumed.messages} == {topic}
 
 
-@pytest.fixture(params=["arrow", "standard"])
+#: broker flags of each kind of send: Arrow, standard, and standard to brokers of flavor=apache
+SEND_KINDS = {"arrow": (), "standard": ("--set", "arrowEnable=false"), "apache": ("--set", "flavor=apache")}
+
+
+@pytest.fixture(params=list(SEND_KINDS))
 def send_kind_cluster(request: pytest.FixtureRequest, servers: ServerFactory) -> tuple[str, SparkCluster]:
-    """broker-a and broker-b that take Arrow sends, or both with the Arrow codes turned off."""
+    """broker-a and broker-b that take Arrow sends, both with the Arrow codes turned off, or both of
+    flavor=apache (no Arrow codes, no duplicate window)."""
     namesrv = servers.namesrv()
-    extra = (*PATIENT_SENDS, "--set", "arrowEnable=false") if request.param == "standard" else PATIENT_SENDS
+    extra = (*PATIENT_SENDS, *SEND_KINDS[request.param])
     cluster = SparkCluster(namesrv, servers.brokers(namesrv.address, ("broker-a", "broker-b"), *extra))
     return request.param, cluster
 
@@ -171,8 +176,8 @@ def send_kind_cluster(request: pytest.FixtureRequest, servers: ServerFactory) ->
 def test_write_keeps_tags_keys_properties_and_key_placement_with_or_without_arrow_sends(
     spark: SparkSession, send_kind_cluster: tuple[str, SparkCluster]
 ) -> None:
-    """Without the Arrow send the producer falls back to standard batch sends: what is stored, and
-    where, is the same."""
+    """Without the Arrow send (arrowEnable=false, or a broker of flavor=apache) the producer falls
+    back to standard batch sends: what is stored, and where, is the same."""
     kind, cluster = send_kind_cluster
     topic = "SendKinds"
     cluster.create_topic(topic, queues=3)

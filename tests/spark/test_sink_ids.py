@@ -1,8 +1,9 @@
 """The sink's deterministic ids (idempotentWrites): real Spark writes to real brokers, read back.
 
-Most tests write to brokers with duplicate detection off (`no_dedup`), so a replayed batch is stored
-twice and they can check that its rows carry the same msgIds the second time; one writes to brokers
-with it on (`dedup`), which store the replayed batch once."""
+Most tests write to brokers of flavor=apache (`no_dedup`), which have no duplicate window, as Apache
+RocketMQ's: a replayed batch is stored twice and they can check that its rows carry the same msgIds
+the second time, so consumers can deduplicate by msgId (at least once). Others write to brokers of the
+default flavor with the window on (`dedup`), which store the replayed batch once."""
 
 from __future__ import annotations
 
@@ -29,16 +30,13 @@ from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit
 ROWS_PER_BATCH = 40
 
 
-def _cluster(factory: ServerFactory, window_s: int) -> SparkCluster:
-    return two_brokers_on(factory, "--set", f"duplicateWindowSeconds={window_s}")
-
-
 @pytest.fixture(scope="module")
 def no_dedup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    """broker-a and broker-b with duplicate detection off: every copy of a message is stored."""
+    """broker-a and broker-b of flavor=apache: no duplicate window (every copy of a message is
+    stored), standard sends and pulls only."""
     factory = ServerFactory(tmp_path_factory.mktemp("no-dedup"))
     try:
-        yield _cluster(factory, 0)
+        yield two_brokers_on(factory, "--set", "flavor=apache")
     finally:
         factory.stop_all()
 
@@ -48,7 +46,7 @@ def dedup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """broker-a and broker-b that store a message whose UNIQ_KEY they stored in the last 10 minutes once."""
     factory = ServerFactory(tmp_path_factory.mktemp("dedup"))
     try:
-        yield _cluster(factory, 600)
+        yield two_brokers_on(factory, "--set", "duplicateWindowSeconds=600")
     finally:
         factory.stop_all()
 

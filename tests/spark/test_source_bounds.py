@@ -28,11 +28,16 @@ EVERY_FOURTH_A = ("A", "B", "C", "D")
 EVERY_THIRD_A = ("A", "B", "C")
 
 
-@pytest.fixture(params=["arrow", "standard"])
+#: broker flags of each kind of pull: Arrow, standard, and standard pulls capped at 32 messages (apache)
+PULL_KINDS = {"arrow": (), "standard": ("--set", "arrowEnable=false"), "apache": ("--set", "flavor=apache")}
+
+
+@pytest.fixture(params=list(PULL_KINDS))
 def pull_kind_cluster(request: pytest.FixtureRequest, servers: ServerFactory) -> SparkCluster:
-    """One broker whose pulls are Arrow pulls, or one with the Arrow codes turned off."""
+    """One broker whose pulls are Arrow pulls, one with the Arrow codes turned off, or one of
+    flavor=apache (no Arrow codes, standard pulls of at most 32 messages)."""
     namesrv = servers.namesrv()
-    extra = ("--set", "arrowEnable=false") if request.param == "standard" else ()
+    extra = PULL_KINDS[request.param]
     return SparkCluster(namesrv, {"broker-a": servers.broker(namesrv.address, *extra)})
 
 
