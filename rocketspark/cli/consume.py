@@ -23,6 +23,7 @@ from rocketspark.cli.common import (
     count,
     err_console,
     format_time,
+    in_range,
     message_record,
     setup_logging,
     split_namesrv,
@@ -74,26 +75,37 @@ def parse_since(text: str, now_ms: int | None = None) -> int:
 
 
 def consume(
-    topic: Annotated[str, typer.Argument(help="topic to read")],
+    topic: Annotated[str, typer.Argument(metavar="TOPIC", hidden=True)],
     namesrv: NamesrvOption,
-    tags: Annotated[str, typer.Option("--tags", help="tag expression: '*' or 'A || B'")] = "*",
+    tags: Annotated[str, typer.Option("--tags", metavar="EXPR", help="tag expression: '*' or 'A || B'")] = "*",
     offset: Annotated[
-        str, typer.Option("--offset", help="where each queue starts: earliest, latest or an offset")
+        str, typer.Option("--offset", metavar="WHERE", help="where each queue starts: earliest, latest or an offset")
     ] = "latest",
     since: Annotated[
-        str | None, typer.Option("--since", help="start at this time: 10m, 2h, 1d ago, ISO 8601 or epoch ms")
+        str | None,
+        typer.Option("--since", metavar="TIME", help="start at this time: 10m, 2h, 1d ago, ISO 8601 or epoch ms"),
     ] = None,
-    queue: Annotated[int | None, typer.Option("--queue", min=0, help="read only this queue id")] = None,
-    max_messages: Annotated[int | None, typer.Option("--max", min=1, help="stop after this many messages")] = None,
+    queue: Annotated[
+        int | None, typer.Option("--queue", metavar="ID", callback=in_range(0), help="read only this queue id")
+    ] = None,
+    max_messages: Annotated[
+        int | None, typer.Option("--max", metavar="N", callback=in_range(1), help="stop after this many messages")
+    ] = None,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", min=0.1, help="stop when no message arrived for this many seconds")
+        float | None,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            callback=in_range(0.1),
+            help="stop when no message arrived for this many seconds",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line instead of table rows")] = False,
 ) -> None:
-    """Print the topic's messages as they arrive, until Ctrl-C, --max or --timeout.
+    """Print TOPIC's messages as they arrive, as a table or JSON lines.
 
-    Starts at the end of each queue (--offset latest) unless told otherwise; --since starts at the
-    first message stored at or after the time.
+    Runs until Ctrl-C, --max or --timeout. Starts at the end of each queue (--offset latest) unless
+    told otherwise; --since starts at the first message stored at or after the time.
     """
     from rocketspark.client.sync import LitePullConsumer  # noqa: PLC0415
     from rocketspark.message.filter import parse_tag_expression  # noqa: PLC0415

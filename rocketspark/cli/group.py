@@ -8,26 +8,27 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from rocketspark.cli.common import Admin, CliError, NamesrvOption, console, run_admin
+from rocketspark.cli.common import Admin, CliError, NamesrvOption, command_group, console, run_admin
 from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
     from rocketspark.protocol.body.stats import OffsetWrapper
     from rocketspark.protocol.queue import MessageQueue
 
-group_app = typer.Typer(help="Consumer groups.", no_args_is_help=True)
+group_app = command_group("Consumer groups: their progress, members and lag.")
 
 
 @group_app.command("progress")
 @client_command
 def progress(
-    group: Annotated[str, typer.Argument(help="consumer group")],
+    group: Annotated[str, typer.Argument(metavar="GROUP", hidden=True)],
     namesrv: NamesrvOption,
-    topic: Annotated[str | None, typer.Option("--topic", "-t", help="only this topic")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", "-t", metavar="TOPIC", help="only this topic")] = None,
 ) -> None:
-    """Per queue: the group's committed offset, the queue's max offset and the lag; a total line.
+    """GROUP's committed offset, max offset and lag per queue.
 
-    Without --topic, every topic the group has committed offsets for (on any broker).
+    One row per queue and a total line, for every topic GROUP has committed offsets for on any
+    broker (--topic: one).
     """
     from rocketspark.client.api.admin import get_consume_stats  # noqa: PLC0415
     from rocketspark.client.routes import master_addresses  # noqa: PLC0415

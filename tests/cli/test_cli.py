@@ -73,7 +73,7 @@ def test_console_script_and_module_run() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["topic", "create", "--namesrv", "127.0.0.1:9"], "Missing argument 'topic'"),
+        (["topic", "create", "--namesrv", "127.0.0.1:9"], "Missing argument 'TOPIC'"),
         (["topic", "lst"], "No such command 'lst'"),
         (["topic", "list"], "Missing option '--namesrv'"),
         (["topic", "list", "--namesrv", "nohost"], "'nohost' is not host:port"),
