@@ -56,6 +56,9 @@ def demo(
 
     The main job's demo (rocketspark.apps.demo); it needs PySpark: pip install 'rocketspark[spark]'.
     """
+    from rocketspark.extras import require_pyspark  # noqa: PLC0415
+
+    require_pyspark("rocketspark demo")
     from rocketspark.apps.demo import run_demo  # noqa: PLC0415 - it loads Spark: only when asked for
 
     raise typer.Exit(run_demo(events=events, keep=keep))
