@@ -14,8 +14,9 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# compat mode puts the source tree itself on sys.path, so Spark's pkgutil scan finds
-	# pyspark_rocketmq and Spark's Python workers import the code being developed.
-	$(PY) -m pip install --quiet -e '.[test,dev]' --config-settings editable_mode=compat
+	# pyspark_rocketmq and Spark's Python workers import the code being developed. The `spark` extra
+# brings PySpark (a plain `pip install rocketspark` has none: docs/getting-started.md).
+	$(PY) -m pip install --quiet -e '.[spark,test,dev]' --config-settings editable_mode=compat
 	touch $@
 
 demo: $(VENV)/.installed

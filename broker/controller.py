@@ -22,6 +22,7 @@ from broker.managers.rebalance_lock_manager import RebalanceLockManager
 from broker.managers.subscription_group_manager import SubscriptionGroupManager
 from broker.managers.topic_config_manager import TopicConfigManager
 from broker.processors.admin_broker import BrokerAdminProcessor
+from broker.processors.admin_group import GroupAdminProcessor
 from broker.processors.admin_offset import OffsetAdminProcessor
 from broker.processors.admin_topic import TopicAdminProcessor
 from broker.processors.arrow import ArrowSendProcessor
@@ -147,6 +148,7 @@ class BrokerController:
             ClientManageProcessor(self),
             TopicAdminProcessor(self),
             OffsetAdminProcessor(self),
+            GroupAdminProcessor(self),
             BrokerAdminProcessor(self),
             QueryMessageProcessor(self),
             LockProcessor(self),

@@ -36,22 +36,30 @@ FLAG_KEYS = {
 FLUSH_TYPES = {"sync": "SYNC_FLUSH", "async": "ASYNC_FLUSH"}
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[BrokerConfig, StoreConfig, str]:
-    parser = argparse.ArgumentParser(prog="python -m broker", description="Run a RocketMQ broker.")
-    parser.add_argument("-c", "--config", type=Path, help="broker.conf with Apache RocketMQ's key names")
-    parser.add_argument("--namesrv", help="name servers, host:port[;host:port] (default: NAMESRV_ADDR)")
-    parser.add_argument("--broker-name", help="brokerName (default: broker-a)")
-    parser.add_argument("--cluster", help="brokerClusterName (default: DefaultCluster)")
-    parser.add_argument("--broker-id", help="brokerId; only 0 (master) is supported")
+def parse_args(argv: list[str] | None = None, prog: str = "python -m broker") -> tuple[BrokerConfig, StoreConfig, str]:
+    parser = argparse.ArgumentParser(prog=prog, description="Run a RocketMQ broker until Ctrl-C or SIGTERM.")
     parser.add_argument(
-        "--host", help="brokerIP1: the address published to the name server and clients (default: 127.0.0.1)"
+        "-c", "--config", type=Path, metavar="FILE", help="broker.conf with Apache RocketMQ's key names"
     )
-    parser.add_argument("--listen", help="bindAddress: the address listened on, e.g. 0.0.0.0 (default: brokerIP1)")
-    parser.add_argument("--port", help="listenPort; 0 picks a free one (default: 10911)")
-    parser.add_argument("--data-dir", help="storePathRootDir (default: ~/rocketspark/store)")
+    parser.add_argument(
+        "--namesrv", metavar="HOST:PORT", help="the name server; several separated by ';' (default: NAMESRV_ADDR)"
+    )
+    parser.add_argument("--broker-name", metavar="NAME", help="brokerName (default: broker-a)")
+    parser.add_argument("--cluster", metavar="NAME", help="brokerClusterName (default: DefaultCluster)")
+    parser.add_argument("--broker-id", metavar="ID", help="brokerId; only 0 (master) is supported")
+    parser.add_argument(
+        "--host",
+        metavar="HOST",
+        help="brokerIP1: the address published to the name server and clients (default: 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--listen", metavar="HOST", help="bindAddress: the address listened on, e.g. 0.0.0.0 (default: brokerIP1)"
+    )
+    parser.add_argument("--port", metavar="PORT", help="listenPort; 0 picks a free one (default: 10911)")
+    parser.add_argument("--data-dir", metavar="DIR", help="storePathRootDir (default: ~/rocketspark/store)")
     parser.add_argument("--flush", choices=sorted(FLUSH_TYPES), help="flushDiskType: sync or async (default: async)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any broker.conf setting")
-    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS)
+    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS, help="on stderr (default: %(default)s)")
     args = parser.parse_args(argv)
     values: dict[str, str] = {}
     source = "the command line"
@@ -75,8 +83,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[BrokerConfig, StoreConfig
     return broker_config, store_config, args.log_level
 
 
-def main(argv: list[str] | None = None) -> int:
-    config, store_config, level = parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m broker") -> int:
+    config, store_config, level = parse_args(argv, prog)
     configure_logging(level)
     trim_memory = return_freed_memory()
     preload()

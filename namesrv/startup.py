@@ -17,31 +17,52 @@ from rocketspark.serving import run_process, serve_until_signalled
 log = logging.getLogger(__name__)
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[NamesrvConfig, str]:
-    parser = argparse.ArgumentParser(prog="python -m namesrv", description="Run a RocketMQ name server.")
+def parse_args(argv: list[str] | None = None, prog: str = "python -m namesrv") -> tuple[NamesrvConfig, str]:
+    parser = argparse.ArgumentParser(prog=prog, description="Run a RocketMQ name server until Ctrl-C or SIGTERM.")
     parser.add_argument(
         "--listen",
         "--host",
         dest="listen",
+        metavar="HOST",
         default="127.0.0.1",
         help="address to listen on; 0.0.0.0 for every interface (default: %(default)s)",
     )
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help="port; 0 picks a free one (default: %(default)s)"
+        "--port", type=int, default=DEFAULT_PORT, metavar="PORT", help="port; 0 picks a free one (default: %(default)s)"
     )
     parser.add_argument(
         "--data-dir",
         type=Path,
         default=default_data_dir(),
+        metavar="DIR",
         help="where kvConfig.json lives (default: %(default)s)",
     )
-    parser.add_argument("--scan-interval-ms", type=int, default=10_000, help="broker liveness scan period")
-    parser.add_argument("--broker-expiry-ms", type=int, default=120_000, help="drop brokers silent this long")
-    parser.add_argument("--idle-timeout-s", type=float, default=120.0, help="close connections idle this long")
+    parser.add_argument(
+        "--scan-interval-ms",
+        type=int,
+        default=10_000,
+        metavar="MS",
+        help="broker liveness scan period (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--broker-expiry-ms",
+        type=int,
+        default=120_000,
+        metavar="MS",
+        help="drop brokers silent this long (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-timeout-s",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="close connections idle this long (default: %(default)s)",
+    )
     parser.add_argument(
         "--frame-max-length",
         type=int,
         default=DEFAULT_MAX_FRAME_LENGTH,
+        metavar="BYTES",
         help="largest frame in bytes; a longer one closes its connection (default: %(default)s)",
     )
     parser.add_argument(
@@ -51,9 +72,13 @@ def parse_args(argv: list[str] | None = None) -> tuple[NamesrvConfig, str]:
         help="disabled: plain only; permissive: TLS and plain on one port; enforcing: TLS only "
         "(default: permissive with a certificate, else disabled)",
     )
-    parser.add_argument("--tls.server.certPath", dest="tls_cert", type=Path, help="PEM certificate chain")
-    parser.add_argument("--tls.server.keyPath", dest="tls_key", type=Path, help="its PEM private key (unencrypted)")
-    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS)
+    parser.add_argument(
+        "--tls.server.certPath", dest="tls_cert", type=Path, metavar="FILE", help="PEM certificate chain"
+    )
+    parser.add_argument(
+        "--tls.server.keyPath", dest="tls_key", type=Path, metavar="FILE", help="its PEM private key (unencrypted)"
+    )
+    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS, help="on stderr (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         config = NamesrvConfig(
@@ -73,8 +98,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[NamesrvConfig, str]:
     return config, args.log_level
 
 
-def main(argv: list[str] | None = None) -> int:
-    config, level = parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m namesrv") -> int:
+    config, level = parse_args(argv, prog)
     configure_logging(level)
     controller = NamesrvController(config)
 

@@ -1,7 +1,7 @@
 """A name server and a broker in one process: the embedded default for laptops and notebooks.
 
-`python -m rocketspark.dev` (later also `rocketspark dev`). Both servers share one event loop;
-SIGTERM or SIGINT stops the broker (flush, persist, unregister) and then the name server.
+`python -m rocketspark.dev`, or `rocketspark dev`. Both servers share one event loop; SIGTERM or
+SIGINT stops the broker (flush, persist, unregister) and then the name server.
 """
 
 from __future__ import annotations
@@ -25,30 +25,51 @@ from rocketspark.serving import run_process, serve_until_signalled
 log = logging.getLogger(__name__)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m rocketspark.dev", description=__doc__)
+DESCRIPTION = (
+    "Run a name server and a broker in one process, the default for laptops, notebooks and tests, "
+    "until Ctrl-C or SIGTERM. It prints their addresses and `export NAMESRV_ADDR=...`."
+)
+
+
+def parse_args(argv: list[str] | None, prog: str = "python -m rocketspark.dev") -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
     parser.add_argument("--host", default="127.0.0.1", help="address both servers listen on (default: %(default)s)")
-    parser.add_argument("--namesrv-port", type=int, default=NAMESRV_PORT, help="0 picks a free port")
-    parser.add_argument("--broker-port", type=int, default=BROKER_PORT, help="0 picks a free port")
+    parser.add_argument(
+        "--namesrv-port",
+        type=int,
+        default=NAMESRV_PORT,
+        metavar="PORT",
+        help="the name server's port; 0 picks a free one (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--broker-port",
+        type=int,
+        default=BROKER_PORT,
+        metavar="PORT",
+        help="the broker's port; 0 picks a free one (default: %(default)s)",
+    )
     parser.add_argument(
         "--data-dir",
         type=Path,
         default=Path.home() / "rocketspark",
-        help="holds namesrv/ and store/ (default: %(default)s)",
+        metavar="DIR",
+        help="holds namesrv/ and store/, kept between runs (default: %(default)s)",
     )
-    parser.add_argument("--flush", choices=("sync", "async"), default="async", help="flushDiskType")
+    parser.add_argument(
+        "--flush", choices=("sync", "async"), default="async", help="flushDiskType (default: %(default)s)"
+    )
     parser.add_argument(
         "--flavor",
         choices=[flavor.name for flavor in Flavor],
         default=Flavor.rocketspark.name,
         help="the broker's flavor; apache answers as Apache RocketMQ 4.9 does (default: %(default)s)",
     )
-    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS)
+    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS, help="on stderr (default: %(default)s)")
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m rocketspark.dev") -> int:
+    args = parse_args(argv, prog)
     configure_logging(args.log_level)
     namesrv = NamesrvController(
         NamesrvConfig(host=args.host, port=args.namesrv_port, data_dir=args.data_dir / "namesrv")

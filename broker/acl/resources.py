@@ -166,6 +166,7 @@ RULES: dict[int, Rule] = {
     RequestCode.VIEW_MESSAGE_BY_ID: lambda request: AUTHENTICATED,  # SUB on the message's topic: query_message.py
     RequestCode.END_TRANSACTION: lambda request: AUTHENTICATED,  # Apache checks its signature only
     RequestCode.GET_ALL_TOPIC_CONFIG: lambda request: AUTHENTICATED,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: lambda request: AUTHENTICATED,  # names; offsets (43) need ADMIN
     RequestCode.GET_BROKER_RUNTIME_INFO: lambda request: AUTHENTICATED,
     RequestCode.UPDATE_AND_CREATE_TOPIC: lambda request: ADMIN,
     RequestCode.DELETE_TOPIC_IN_BROKER: lambda request: ADMIN,

@@ -53,10 +53,14 @@ class ConsumerOffsetManager:
             del self.table[key]
             self._dirty = True
 
+    def encode(self) -> bytes:
+        """Every committed offset in Java's shape: `{"offsetTable": {"topic@group": {"0": offset}}}`."""
+        table = {k: {str(q): o for q, o in sorted(offsets.items())} for k, offsets in sorted(self.table.items())}
+        return orjson.dumps({"offsetTable": table}, option=orjson.OPT_INDENT_2)
+
     async def persist(self) -> None:
         """Write the offsets if they changed (or were never written), and wait until they are on disk."""
         if self._dirty or not self.path.exists():
             self._dirty = False
-            table = {k: {str(q): o for q, o in sorted(offsets.items())} for k, offsets in sorted(self.table.items())}
-            self.writer.write(orjson.dumps({"offsetTable": table}, option=orjson.OPT_INDENT_2))
+            self.writer.write(self.encode())
         await self.writer.flush()

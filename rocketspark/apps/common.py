@@ -300,7 +300,11 @@ def run_cli(app: Any, argv: list[str] | None, prog: str) -> int:
     logged), 2 on bad flags."""
     import typer  # noqa: PLC0415
 
+    from rocketspark.extras import MissingExtraError, require_pyspark  # noqa: PLC0415
+
     try:
+        if not {"-h", "--help"} & set(sys.argv[1:] if argv is None else argv):
+            require_pyspark(prog)
         result = app(args=argv, prog_name=prog, standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code)
@@ -309,7 +313,7 @@ def run_cli(app: Any, argv: list[str] | None, prog: str) -> int:
     except typer.TyperException as exc:  # bad flags: exit code 2
         print(f"{prog}: {exc.format_message()} (see --help)", file=sys.stderr)
         return exc.exit_code
-    except JobError as exc:
+    except (JobError, MissingExtraError) as exc:
         logging.getLogger(prog).error("%s", exc)  # noqa: TRY400 - one line, no traceback
         return 1
     except Exception:

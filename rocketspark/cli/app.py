@@ -22,7 +22,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,  # see command_group (rocketspark.cli.common)
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 
 

@@ -37,12 +37,38 @@ NamesrvOption = Annotated[
     typer.Option(
         "--namesrv",
         "-n",
+        metavar="HOST:PORT",
         envvar="NAMESRV_ADDR",
         show_envvar=True,
-        help="name servers, host:port[;host:port]",
+        help="the name server; several separated by ';'",
         show_default=False,
     ),
 ]
+
+
+def command_group(help_text: str) -> typer.Typer:
+    """A group of commands whose help reads well at any width: click's plain formatter, which wraps
+    every paragraph to the terminal (COLUMNS) and shows no types on flags, unlike typer's rich panels
+    that cut long words short with an ellipsis at 80 columns."""
+    return typer.Typer(
+        help=help_text,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    )
+
+
+def in_range(low: float, high: float | None = None) -> Callable[[Any], Any]:
+    """An option's callback that refuses a number out of [low, high]; unlike `min=`, it adds no
+    `[x>=1]` to the help."""
+
+    def check(value: Any) -> Any:
+        if value is not None and (value < low or (high is not None and value > high)):
+            allowed = f"{low:g} or more" if high is None else f"from {low:g} to {high:g}"
+            raise typer.BadParameter(f"{value} is not {allowed}")
+        return value
+
+    return check
 
 
 class CliError(Exception):

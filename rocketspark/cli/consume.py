@@ -1,7 +1,10 @@
 """`rocketspark consume`: follow a topic, from an offset or a time, as a table or JSON lines.
 
-It reads every queue of the topic (or one, `--queue`) with a lite-pull consumer in assign mode and
-commits nothing, so it never moves a group's progress. Tags are filtered on the client.
+It reads every queue of the topic (or one, `--queue`) with a lite-pull consumer in assign mode.
+Without `--group` it commits nothing, so it never moves a group's progress; with `--group G` it reads
+as G, starts where G left off and commits, after each batch it printed, the next offset of each queue
+(UPDATE_CONSUMER_OFFSET through the consumer's commit), as a consumer of G would. Tags are filtered on
+the client; a message a tag filter leaves out counts as read.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from rocketspark.cli.common import (
     count,
     err_console,
     format_time,
+    in_range,
     message_record,
     setup_logging,
     split_namesrv,
@@ -30,6 +34,8 @@ from rocketspark.cli.common import (
 from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rich.console import Console
 
     from rocketspark.client.sync import LitePullConsumer
@@ -74,34 +80,65 @@ def parse_since(text: str, now_ms: int | None = None) -> int:
 
 
 def consume(
-    topic: Annotated[str, typer.Argument(help="topic to read")],
+    topic: Annotated[str, typer.Argument(metavar="TOPIC", hidden=True)],
     namesrv: NamesrvOption,
-    tags: Annotated[str, typer.Option("--tags", help="tag expression: '*' or 'A || B'")] = "*",
+    tags: Annotated[str, typer.Option("--tags", metavar="EXPR", help="tag expression: '*' or 'A || B'")] = "*",
     offset: Annotated[
-        str, typer.Option("--offset", help="where each queue starts: earliest, latest or an offset")
-    ] = "latest",
-    since: Annotated[
-        str | None, typer.Option("--since", help="start at this time: 10m, 2h, 1d ago, ISO 8601 or epoch ms")
+        str | None,
+        typer.Option(
+            "--offset",
+            metavar="WHERE",
+            help="where each queue starts: earliest, latest or an offset (default: latest; with --group, where "
+            "the group left off)",
+        ),
     ] = None,
-    queue: Annotated[int | None, typer.Option("--queue", min=0, help="read only this queue id")] = None,
-    max_messages: Annotated[int | None, typer.Option("--max", min=1, help="stop after this many messages")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", metavar="TIME", help="start at this time: 10m, 2h, 1d ago, ISO 8601 or epoch ms"),
+    ] = None,
+    queue: Annotated[
+        int | None, typer.Option("--queue", metavar="ID", callback=in_range(0), help="read only this queue id")
+    ] = None,
+    max_messages: Annotated[
+        int | None, typer.Option("--max", metavar="N", callback=in_range(1), help="stop after this many messages")
+    ] = None,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", min=0.1, help="stop when no message arrived for this many seconds")
+        float | None,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            callback=in_range(0.1),
+            help="stop when no message arrived for this many seconds",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line instead of table rows")] = False,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group",
+            "-g",
+            metavar="GROUP",
+            help="read as this consumer group and commit what was printed; without it nothing is committed",
+        ),
+    ] = None,
 ) -> None:
-    """Print the topic's messages as they arrive, until Ctrl-C, --max or --timeout.
+    """Print TOPIC's messages as they arrive, as a table or JSON lines.
 
-    Starts at the end of each queue (--offset latest) unless told otherwise; --since starts at the
-    first message stored at or after the time.
+    Runs until Ctrl-C, --max or --timeout. Starts at the end of each queue (--offset latest) unless
+    told otherwise; --since starts at the first message stored at or after the time.
+
+    Without --group nothing is committed: no group's progress moves. With --group GROUP it starts
+    where GROUP left off (queues without a committed offset: at their end) and, after each batch it
+    printed, commits per queue the offset after the last message printed, as a consumer would;
+    `rocketspark group progress GROUP` then shows it.
     """
     from rocketspark.client.sync import LitePullConsumer  # noqa: PLC0415
     from rocketspark.message.filter import parse_tag_expression  # noqa: PLC0415
 
     split_namesrv(namesrv)
-    start = parse_offset(offset)
-    if since is not None and offset != "latest":
+    if since is not None and offset is not None:
         raise typer.BadParameter("give --offset or --since, not both", param_hint="'--since'")
+    start = parse_offset(offset) if offset is not None else "group" if group else "latest"
     since_ms = parse_since(since) if since is not None else None
     try:
         accepted = parse_tag_expression(tags)
@@ -110,36 +147,57 @@ def consume(
     setup_logging()
     out = console()
     received = 0
-    with LitePullConsumer(CONSUMER_GROUP, namesrv_addr=namesrv, auto_commit=False, **client_options()) as consumer:
+    reader = group or CONSUMER_GROUP
+    with LitePullConsumer(reader, namesrv_addr=namesrv, auto_commit=False, **client_options()) as consumer:
         queues = _position(consumer, topic, queue, start, since_ms)
-        err_console().print(
-            f"reading {count(len(queues), 'queue')} of {topic} from {since or offset}; Ctrl-C stops", style="dim"
-        )
+        where = since or (f"where group {group} left off" if start == "group" else start)
+        err_console().print(f"reading {count(len(queues), 'queue')} of {topic} from {where}; Ctrl-C stops", style="dim")
         last_message = time.monotonic()
         header = True
         try:
             while max_messages is None or received < max_messages:
                 wait_ms = 500 if timeout is None else max(1, min(500, int(timeout * 1000)))
-                polled = [m for m in consumer.poll(timeout_ms=wait_ms) if accepted is None or m.tags in accepted]
+                limit = None if max_messages is None else max_messages - received
+                shown, read_to = _take(consumer.poll(timeout_ms=wait_ms), accepted, limit)
                 now = time.monotonic()
-                if polled:
+                if shown:
                     last_message = now
                 elif timeout is not None and now - last_message >= timeout:
                     break
-                if max_messages is not None:
-                    polled = polled[: max_messages - received]
-                received += len(polled)
-                _print(out, polled, as_json, header)
-                header = header and not polled
+                received += len(shown)
+                _print(out, shown, as_json, header)
+                header = header and not shown
+                if group and read_to:
+                    consumer.commit(read_to)
         except KeyboardInterrupt:
             pass
-    err_console().print(count(received, "message"), style="dim")
+    committed = f"; committed for group {group}" if group else ""
+    err_console().print(count(received, "message") + committed, style="dim")
+
+
+def _take(
+    polled: Sequence[MessageExt], accepted: frozenset[str] | None, limit: int | None
+) -> tuple[list[MessageExt], dict[MessageQueue, int]]:
+    """The messages to print (those the tag filter accepts, at most `limit`) and, per queue, the
+    offset after the last message read: printed, or left out by the tag filter before the limit."""
+    from rocketspark.protocol.queue import MessageQueue  # noqa: PLC0415
+
+    shown: list[MessageExt] = []
+    read_to: dict[MessageQueue, int] = {}
+    for message in polled:
+        if limit is not None and len(shown) >= limit:
+            break
+        if accepted is None or message.tags in accepted:
+            shown.append(message)
+        read_to[MessageQueue(message.topic, message.broker_name, message.queue_id)] = message.queue_offset + 1
+    return shown, read_to
 
 
 def _position(
     consumer: LitePullConsumer, topic: str, queue_id: int | None, start: str | int, since_ms: int | None
 ) -> list[MessageQueue]:
-    """Assign the topic's queues (or one) and move each to where reading starts."""
+    """Assign the topic's queues (or one) and move each to where reading starts ("group": the
+    consumer group's committed offset, else the queue's end)."""
     from rocketspark.cli.common import CliError  # noqa: PLC0415
 
     queues = consumer.fetch_queues(topic)
@@ -155,6 +213,12 @@ def _position(
             consumer.seek_to_begin(q)
         elif start == "latest":
             consumer.seek_to_end(q)
+        elif start == "group":
+            committed = consumer.committed(q)
+            if committed >= 0:
+                consumer.seek(q, committed)
+            else:
+                consumer.seek_to_end(q)
         else:
             assert isinstance(start, int)
             consumer.seek(q, start)

@@ -1,33 +1,36 @@
-"""`rocketspark group progress`: a consumer group's committed offsets against the queues' ends."""
+"""`rocketspark group progress|list`: a consumer group's committed offsets against the queues' ends;
+every group with its clients online and its lag."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from rocketspark.cli.common import Admin, CliError, NamesrvOption, console, run_admin
+from rocketspark.cli.common import Admin, CliError, NamesrvOption, command_group, console, run_admin
 from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
-    from rocketspark.protocol.body.stats import OffsetWrapper
+    from rocketspark.protocol.body.stats import ConsumeStats, OffsetWrapper
     from rocketspark.protocol.queue import MessageQueue
 
-group_app = typer.Typer(help="Consumer groups.", no_args_is_help=True)
+group_app = command_group("Consumer groups: their progress, members and lag.")
 
 
 @group_app.command("progress")
 @client_command
 def progress(
-    group: Annotated[str, typer.Argument(help="consumer group")],
+    group: Annotated[str, typer.Argument(metavar="GROUP", hidden=True)],
     namesrv: NamesrvOption,
-    topic: Annotated[str | None, typer.Option("--topic", "-t", help="only this topic")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", "-t", metavar="TOPIC", help="only this topic")] = None,
 ) -> None:
-    """Per queue: the group's committed offset, the queue's max offset and the lag; a total line.
+    """GROUP's committed offset, max offset and lag per queue.
 
-    Without --topic, every topic the group has committed offsets for (on any broker).
+    One row per queue and a total line, for every topic GROUP has committed offsets for on any
+    broker (--topic: one).
     """
     from rocketspark.client.api.admin import get_consume_stats  # noqa: PLC0415
     from rocketspark.client.routes import master_addresses  # noqa: PLC0415
@@ -65,6 +68,62 @@ def progress(
     for column in table.columns[2:]:
         column.justify = "right"
     console().print(table)
+
+
+@group_app.command("list")
+@client_command
+def list_groups(namesrv: NamesrvOption) -> None:
+    """Every consumer group: its clients online, topics and lag.
+
+    The groups the master brokers know (GET_ALL_SUBSCRIPTIONGROUP_CONFIG: a heartbeat or a pull made
+    them; GET_ALL_CONSUMER_OFFSET: they committed an offset) that committed an offset or have a
+    client online. Clients: the group's members online now (GET_CONSUMER_LIST_BY_GROUP; 0 when none
+    is); lag: over all its queues, the max offset minus the committed offset (GET_CONSUME_STATS).
+    """
+    from rocketspark.client.api.admin import get_all_consumer_offsets, get_subscription_groups  # noqa: PLC0415
+
+    async def work(admin: Admin) -> list[tuple[str, set[str], list[ConsumeStats]]]:
+        brokers = list((await admin.masters()).values())
+        offsets = await asyncio.gather(*(get_all_consumer_offsets(admin.client, a) for a in brokers))
+        named = await asyncio.gather(*(get_subscription_groups(admin.client, a) for a in brokers))
+        committed = {group for table in offsets for _, group in table}
+        candidates = sorted(committed | {group for names in named for group in names})
+        clients = await asyncio.gather(*(_clients(admin, brokers, group) for group in candidates))
+        shown = [(g, c) for g, c in zip(candidates, clients, strict=True) if c or g in committed]
+        stats = await asyncio.gather(*(_stats(admin, brokers, group) for group, _ in shown))
+        return [(group, members, s) for (group, members), s in zip(shown, stats, strict=True)]
+
+    groups = run_admin(namesrv, work)
+    if not groups:
+        console().print("no consumer groups")
+        return
+    table = Table("group", "clients", "topics", "lag")
+    for group, members, stats in groups:
+        queues = {queue: w for s in stats for queue, w in s.offset_table.items()}
+        lag = sum(max(0, w.broker_offset - w.consumer_offset) for w in queues.values())
+        topics = ", ".join(sorted({queue.topic for queue in queues})) or "-"
+        table.add_row(group, str(len(members)), topics, str(lag))
+    for column in (table.columns[1], table.columns[3]):
+        column.justify = "right"
+    console().print(table)
+
+
+async def _clients(admin: Admin, brokers: list[str], group: str) -> set[str]:
+    """The client ids of `group`'s members online on any of `brokers`."""
+    from rocketspark.client.api.client_manage import get_consumer_list  # noqa: PLC0415
+    from rocketspark.errors import ServerSystemError  # noqa: PLC0415
+
+    members: set[str] = set()
+    for address in brokers:
+        with contextlib.suppress(ServerSystemError):  # "no consumer for this group"
+            members.update(await get_consumer_list(admin.client, address, group))
+    return members
+
+
+async def _stats(admin: Admin, brokers: list[str], group: str) -> list[ConsumeStats]:
+    from rocketspark.client.api.admin import get_consume_stats  # noqa: PLC0415
+
+    return list(await asyncio.gather(*(get_consume_stats(admin.client, address, group) for address in brokers)))
 
 
 def register(app: typer.Typer) -> None:

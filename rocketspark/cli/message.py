@@ -9,29 +9,44 @@ import orjson
 import typer
 from rich.table import Table
 
-from rocketspark.cli.common import Admin, CliError, NamesrvOption, console, format_time, message_record, run_admin
+from rocketspark.cli.common import (
+    Admin,
+    CliError,
+    NamesrvOption,
+    command_group,
+    console,
+    format_time,
+    in_range,
+    message_record,
+    run_admin,
+)
 from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
     from rocketspark.message.message import MessageExt
 
-message_app = typer.Typer(help="Look up stored messages.", no_args_is_help=True)
+message_app = command_group("Look up stored messages.")
 
 
 @message_app.command("show")
 @client_command
 def show(
     namesrv: NamesrvOption,
-    msg_id: Annotated[
-        str | None, typer.Argument(metavar="[MSG_ID]", help="offset msgId, or the producer's msgId with --topic")
+    msg_id: Annotated[str | None, typer.Argument(metavar="MSG_ID", hidden=True)] = None,
+    key: Annotated[
+        str | None, typer.Option("--key", "-k", metavar="KEY", help="messages with this key (needs --topic)")
     ] = None,
-    key: Annotated[str | None, typer.Option("--key", "-k", help="messages with this key (needs --topic)")] = None,
-    topic: Annotated[str | None, typer.Option("--topic", "-t", help="the message's topic")] = None,
-    max_messages: Annotated[int, typer.Option("--max", min=1, help="at most this many messages per broker")] = 32,
+    topic: Annotated[str | None, typer.Option("--topic", "-t", metavar="TOPIC", help="the message's topic")] = None,
+    max_messages: Annotated[
+        int, typer.Option("--max", metavar="N", callback=in_range(1), help="at most this many messages per broker")
+    ] = 32,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
-    """Show a message by id (the broker's offset msgId, or with --topic the producer's msgId, its
-    UNIQ_KEY) or the messages of a topic with a key (--key KEY --topic TOPIC)."""
+    """Show a stored message by MSG_ID, or the messages with a key.
+
+    MSG_ID is the broker's offset msgId, or with --topic the producer's msgId (its UNIQ_KEY).
+    --key KEY --topic TOPIC shows the messages of TOPIC whose keys include KEY.
+    """
     if (msg_id is None) == (key is None):
         raise typer.BadParameter("give a message id or --key, not both", param_hint="'MSG_ID' / '--key'")
     if key is not None and topic is None:

@@ -19,6 +19,7 @@ from rocketspark.cli.common import (
     console,
     count,
     err_console,
+    in_range,
     setup_logging,
     split_namesrv,
 )
@@ -31,21 +32,30 @@ PRODUCER_GROUP = "rocketspark-cli-producer"
 
 
 def produce(
-    topic: Annotated[str, typer.Argument(help="topic to send to (created on first send when the broker allows)")],
+    topic: Annotated[str, typer.Argument(metavar="TOPIC", hidden=True)],
     namesrv: NamesrvOption,
-    file: Annotated[Path, typer.Argument(help="file of lines; - is stdin", allow_dash=True)] = Path("-"),
+    file: Annotated[Path, typer.Argument(metavar="FILE", hidden=True, allow_dash=True)] = Path("-"),
     as_json: Annotated[
         bool,
         typer.Option(
             "--json", help='JSON lines: {"body": ..., "tags": ..., "keys": ..., "properties": {...}}; body as is'
         ),
     ] = False,
-    tags: Annotated[str | None, typer.Option("--tags", help="tag of every message (JSON may set its own)")] = None,
-    keys: Annotated[str | None, typer.Option("--keys", help="keys of every message, space-separated")] = None,
-    batch: Annotated[int, typer.Option("--batch", min=1, max=10_000, help="messages per send request")] = 100,
+    tags: Annotated[
+        str | None, typer.Option("--tags", metavar="TAG", help="tag of every message (JSON may set its own)")
+    ] = None,
+    keys: Annotated[
+        str | None, typer.Option("--keys", metavar="KEYS", help="keys of every message, space-separated")
+    ] = None,
+    batch: Annotated[
+        int, typer.Option("--batch", metavar="N", callback=in_range(1, 10_000), help="messages per send request")
+    ] = 100,
     progress: Annotated[bool, typer.Option(help="progress bar on stderr (only on a terminal)")] = True,
 ) -> None:
-    """Send each non-empty line as one message, in batches; prints how many were sent.
+    """Send the lines of FILE (or stdin) to TOPIC, one message each.
+
+    Each non-empty line of FILE (stdin when FILE is - or left out) is one message, sent in batches;
+    prints how many were sent. TOPIC is created on first send when the broker allows it.
 
     With --json each line is an object whose "body" is sent as its text (a string) or as its JSON
     (anything else), with optional "tags", "keys" (a string or a list) and "properties" (strings).

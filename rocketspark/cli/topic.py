@@ -8,13 +8,23 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from rocketspark.cli.common import Admin, CliError, NamesrvOption, console, count, format_time, run_admin
+from rocketspark.cli.common import (
+    Admin,
+    CliError,
+    NamesrvOption,
+    command_group,
+    console,
+    count,
+    format_time,
+    in_range,
+    run_admin,
+)
 from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
     from rocketspark.protocol.body.route import TopicRouteData
 
-topic_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+topic_app = command_group("Create, list, describe and delete topics.")
 
 #: how long `topic create` waits for the name server to route the new topic
 ROUTE_WAIT_S = 10.0
@@ -23,13 +33,17 @@ ROUTE_WAIT_S = 10.0
 @topic_app.command("create")
 @client_command
 def create(
-    topic: Annotated[str, typer.Argument(help="topic name")],
+    topic: Annotated[str, typer.Argument(metavar="TOPIC", hidden=True)],
     namesrv: NamesrvOption,
-    queues: Annotated[int, typer.Option("--queues", "-q", min=1, help="read and write queues per broker")] = 8,
-    cluster: Annotated[str | None, typer.Option("--cluster", "-c", help="only the brokers of this cluster")] = None,
+    queues: Annotated[
+        int, typer.Option("--queues", "-q", metavar="N", callback=in_range(1), help="read and write queues per broker")
+    ] = 8,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", "-c", metavar="NAME", help="only the brokers of this cluster")
+    ] = None,
     order: Annotated[bool, typer.Option("--order", help="mark the topic as ordered")] = False,
 ) -> None:
-    """Create a topic (or update its queue count) on every master broker."""
+    """Create TOPIC on every master broker (or set its queue count)."""
     from rocketspark.client.api.admin import create_topic  # noqa: PLC0415
     from rocketspark.message.validation import validate_topic  # noqa: PLC0415
     from rocketspark.protocol.body.topic import TopicConfig  # noqa: PLC0415
@@ -108,9 +122,12 @@ def list_topics(
 
 @topic_app.command("describe")
 @client_command
-def describe(topic: Annotated[str, typer.Argument(help="topic name")], namesrv: NamesrvOption) -> None:
-    """The topic's queues: broker, min and max offset, messages, last store time; a total line; the
-    half messages (transactional sends) waiting for their commit or rollback, per broker."""
+def describe(topic: Annotated[str, typer.Argument(metavar="TOPIC", hidden=True)], namesrv: NamesrvOption) -> None:
+    """TOPIC's queues: offsets, messages, last store time.
+
+    Per queue: broker, min and max offset, messages and last store time, then a total line and the
+    half messages (transactional sends) waiting for their commit or rollback, per broker.
+    """
     from rocketspark.client.api.admin import get_runtime_info, get_topic_stats  # noqa: PLC0415
     from rocketspark.client.routes import master_addresses  # noqa: PLC0415
     from rocketspark.protocol.body.stats import TopicStatsTable  # noqa: PLC0415
@@ -174,8 +191,11 @@ def _perm(perm: int) -> str:
 
 @topic_app.command("delete")
 @client_command
-def delete(topic: Annotated[str, typer.Argument(help="topic name")], namesrv: NamesrvOption) -> None:
-    """Delete a topic from its brokers (queues and consumer offsets) and from the name servers."""
+def delete(topic: Annotated[str, typer.Argument(metavar="TOPIC", hidden=True)], namesrv: NamesrvOption) -> None:
+    """Delete TOPIC from its brokers and the name servers.
+
+    Its queues and consumer offsets go at once; its messages age out with their commit log segments.
+    """
     from rocketspark.client.api.admin import delete_topic_in_broker, delete_topic_in_namesrv  # noqa: PLC0415
     from rocketspark.client.routes import master_addresses  # noqa: PLC0415
 

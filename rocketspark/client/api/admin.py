@@ -1,6 +1,8 @@
-"""Administration RPCs: topics, statistics, runtime figures, message lookup."""
+"""Administration RPCs: topics, consumer groups, statistics, runtime figures, message lookup."""
 
 from __future__ import annotations
+
+import orjson
 
 from rocketspark.client.api.common import call
 from rocketspark.protocol.body.kv import KVTable
@@ -71,6 +73,28 @@ async def get_consume_stats(
     request = RemotingCommand.request(RequestCode.GET_CONSUME_STATS, GetConsumeStatsRequestHeader(group, topic))
     response = await call(client, broker_addr, request, timeout_s)
     return ConsumeStats.from_json(response.body)
+
+
+async def get_subscription_groups(
+    client: RemotingClient, broker_addr: str, timeout_s: float | None = None
+) -> list[str]:
+    """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the names of the broker's subscription groups."""
+    request = RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+    response = await call(client, broker_addr, request, timeout_s)
+    return sorted(orjson.loads(response.body or b"{}").get("subscriptionGroupTable") or {})
+
+
+async def get_all_consumer_offsets(
+    client: RemotingClient, broker_addr: str, timeout_s: float | None = None
+) -> dict[tuple[str, str], dict[int, int]]:
+    """GET_ALL_CONSUMER_OFFSET (43): (topic, group) -> queue id -> the group's committed offset."""
+    response = await call(client, broker_addr, RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET), timeout_s)
+    table = orjson.loads(response.body or b"{}").get("offsetTable") or {}
+    offsets: dict[tuple[str, str], dict[int, int]] = {}
+    for key, queues in table.items():
+        topic, _, group = key.rpartition("@")
+        offsets[topic, group] = {int(queue_id): int(offset) for queue_id, offset in queues.items()}
+    return offsets
 
 
 async def get_runtime_info(client: RemotingClient, broker_addr: str, timeout_s: float | None = None) -> dict[str, str]:
