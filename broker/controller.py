@@ -16,7 +16,7 @@ from broker.acl.watcher import POLL_INTERVAL_S, AclFileWatcher, accounts_file
 from broker.config import BrokerConfig
 from broker.consumer_manager import ConsumerGroupInfo, ConsumerManager
 from broker.consumer_offset_manager import ConsumerOffsetManager
-from broker.flavor import flavored
+from broker.flavor import Flavor, flavored
 from broker.processors.admin_broker import BrokerAdminProcessor
 from broker.processors.admin_offset import OffsetAdminProcessor
 from broker.processors.admin_topic import TopicAdminProcessor
@@ -40,6 +40,7 @@ from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
+from broker.transaction.apache import ApacheTransactionService
 from broker.transaction.service import CheckSettings, TransactionService
 from rocketspark.errors import RocketMQError
 from rocketspark.fileutil import AtomicFileWriter
@@ -108,7 +109,8 @@ class BrokerController:
         checks = CheckSettings(
             config.transaction_time_out, config.transaction_check_interval, config.transaction_check_max
         )
-        self.transactions = TransactionService(
+        service = ApacheTransactionService if config.flavor is Flavor.apache else TransactionService
+        self.transactions = service(
             self.store,
             self.producers,
             checks,

@@ -1,5 +1,6 @@
 """Transactional messages through the real producer and broker: commit, rollback, the check, the
-move to TRANS_CHECK_MAX_TIME_TOPIC, and each half message committed once however often it is ended."""
+move to TRANS_CHECK_MAX_TIME_TOPIC, each half message committed once however often it is ended, and an
+end that contradicts the first refused."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from rocketspark.client.api import admin
 from rocketspark.client.api.offset import get_max_offset
+from rocketspark.client.send_retry import SendError
 from rocketspark.client.transaction import AsyncTransactionProducer, TransactionStatus
 from rocketspark.message.message import Message
 from rocketspark.message.properties import codec as props
@@ -148,9 +150,11 @@ async def test_a_half_message_ended_twice_is_stored_once(cluster: Cluster, clien
     listener = RecordingListener(TransactionStatus.UNKNOWN, check=lambda _: TransactionStatus.COMMIT)
     async with producer(cluster, "tx_twice", listener) as tx:
         _, half = await tx.send_half(Message("TxTwice", b"once"))
-        # a retry racing the first end, then a rollback after the commit: the first end decides
+        # a retry racing the first end, then a rollback after the commit: the first end decides, and
+        # the rollback is refused (its producer must learn it was not done)
         await asyncio.gather(*(tx.end_transaction(half, TransactionStatus.COMMIT, wait=True) for _ in range(3)))
-        await tx.end_transaction(half, TransactionStatus.ROLLBACK, wait=True)
+        with pytest.raises(SendError, match="was committed already"):
+            await tx.end_transaction(half, TransactionStatus.ROLLBACK, wait=True)
         await tx.end_transaction(half, TransactionStatus.COMMIT, wait=True)
         # the check's answer (COMMIT) would race it too, were the half message still waiting: a later
         # half message of the group is checked, so this one's check would have come by then
