@@ -6,7 +6,10 @@ attempt and handle) before it ends any half message, commits them all, then mark
 `committed` and rolls back the half messages of other attempts it was handed. If the record says a
 commit began already (a driver that died mid-commit, the batch run again after the restart), that
 commit is finished instead and every half message of the new run is rolled back: a consumer sees
-the batch's rows once. `abort` records its attempts as rolled back and rolls their half messages back.
+the batch's rows once. A record that says `committed` (the batch replayed after Spark lost its
+commit) ends nothing again: every END it lists was stored, and an Apache broker stores a commit
+each time it gets one. The ENDs of one queue go in the order of its half messages (ending.py).
+`abort` records its attempts as rolled back and rolls their half messages back.
 Both decide under the record's lock: two commits of one batch at once (a stopped query's commit
 runner still at work beside the restarted query's) commit one attempt.
 """
@@ -45,17 +48,19 @@ def commit_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> BatchReco
     if not tasks:
         return None
     path = _record_path(tasks)
-    producer = producer_for(options)
     with locked(path):
-        record = load(path)
+        record = load(path)  # TransactionRecordError: a record that cannot be read ends nothing
         if record is not None and record.commits:
             log.warning("transaction record %s: finishing the commit begun before (%s)", path, record.state.value)
         else:
             halves = tuple(half for task in tasks for half in task.halves)
             record = BatchRecord(RecordState.COMMITTING, frozenset(task.attempt for task in tasks), halves)
             save(path, record)  # before any half message is ended
-    cluster.run(end_halves(producer, record.halves, TransactionStatus.COMMIT), None)
-    if record.state is not RecordState.COMMITTED:
+    if record.state is RecordState.COMMITTED:
+        # a replayed batch: every END was stored. Not again: Apache RocketMQ stores each END it gets
+        log.info("transaction record %s: the batch committed before; its half messages are not ended again", path)
+    else:
+        cluster.run(end_halves(producer_for(options), record.halves, TransactionStatus.COMMIT), None)
         record = dataclasses.replace(record, state=RecordState.COMMITTED)
         with locked(path):
             save(path, record)  # the same attempts: no other commit or abort replaces a committing record

@@ -3,8 +3,8 @@
 Every process of a query that sends or ends half messages (executors' Python workers, the driver's
 commit runner) holds a producer of the sink's group; a broker's check may reach any of them, and
 each answers from the batch's record (:mod:`rocketspark.spark.transactional.record`). A producer
-that cannot read the record (a transaction log not shared with its host) answers UNKNOWN, so the
-broker asks again, maybe another producer.
+that cannot read the record (a transaction log not shared with its host, a damaged file) answers
+UNKNOWN, so the broker asks again, maybe another producer.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from rocketspark.client.config import ClientConfig
 from rocketspark.client.transaction import AsyncTransactionProducer, TransactionStatus
+from rocketspark.errors import TransactionRecordError
 from rocketspark.message.message import Message, MessageExt
 from rocketspark.spark import cluster
 from rocketspark.spark.process_cache import ProcessCache
@@ -51,8 +52,8 @@ class RecordListener:
     def _record(self, path: str) -> BatchRecord | None:
         try:
             stat = os.stat(path)
-        except OSError:
-            return load(path)  # None, or what load says about a record it cannot read
+        except FileNotFoundError:
+            return None
         version = (stat.st_mtime_ns, stat.st_size)
         with self._cache_lock:
             cached = self._cached.get(path)
@@ -74,7 +75,11 @@ class RecordListener:
         if not path or not attempt:
             log.warning("half message %s was not sent by the transactional sink: state unknown", message.msg_id)
             return TransactionStatus.UNKNOWN
-        record = self._record(path)
+        try:
+            record = self._record(path)
+        except (OSError, TransactionRecordError) as exc:
+            log.warning("check of half message %s: state unknown, %s", message.msg_id, exc)
+            return TransactionStatus.UNKNOWN
         answer = TransactionStatus.UNKNOWN if record is None else record.answer(attempt)
         log.debug("check of half message %s (attempt %s of %s): %s", message.msg_id, attempt, path, answer.name)
         return answer

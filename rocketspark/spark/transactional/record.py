@@ -2,19 +2,26 @@
 
 One JSON file per batch under the transaction log (`transactionLog`, by default
 `<checkpointLocation>/rocketmq-transactions`): `<query id>/<batch id>.json` for a streaming batch,
-`txn-<txnAppId>-<txnVersion>.json` or `job-<id>.json` for a batch write. Each half message names its
-record's path and its task attempt (the properties RECORD_PROPERTY and ATTEMPT_PROPERTY), so any
-producer of the group that can read the path answers the brokers' checks from it:
+`txn-<txnAppId>-<txnVersion>.json` for a batch write. Each half message names its record's path and
+its task attempt (the properties RECORD_PROPERTY and ATTEMPT_PROPERTY, which a copy of it keeps as it
+keeps its UNIQ_KEY), so any producer of the group that can read the path answers the brokers' checks
+from it:
 
 * no record: the batch has not committed yet (UNKNOWN);
 * `committing`: UNKNOWN for the attempts it lists (the driver is ending them, or a restarted driver
   will: a check answering COMMIT meanwhile would race it, and Apache RocketMQ stores a commit that
   arrives twice twice), ROLLBACK for any other;
-* `committed`: COMMIT for the attempts it lists (an end that never arrived), ROLLBACK for any other;
+* `committed`: ROLLBACK. The driver marks a record committed once the brokers stored the END of
+  every half message it lists, so a check of one of them is about a copy (Apache's check writes an
+  open half message back to its half queue and asks about the copy, which carries the same UNIQ_KEY,
+  record and attempt under new offsets) or raced that END: committing it would store its row twice.
+  Other attempts' half messages never commit;
 * `aborted`: ROLLBACK for the attempts it lists, UNKNOWN for others (a later run of the batch).
 
-`committing` is written (atomically, fsynced) before the driver ends any half message and lists
-every handle, so a driver that dies mid-commit finishes that same commit when the batch runs again.
+`committing` is written (atomically, fsynced, its directories too) before the driver ends any half
+message and lists every handle, so a driver that dies mid-commit finishes that same commit when the
+batch runs again. A record that exists but cannot be read fails the commit
+(:class:`rocketspark.errors.TransactionRecordError`): only a missing file means "no record".
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from pathlib import Path
 import orjson
 
 from rocketspark.client.transaction import HalfMessage, TransactionStatus
-from rocketspark.fileutil import write_atomically
+from rocketspark.errors import TransactionRecordError
+from rocketspark.fileutil import fsync_directory, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -52,26 +60,31 @@ class BatchRecord:
     halves: tuple[HalfMessage, ...] = field(default=())  # committing/committed: every half message to commit
 
     def answer(self, attempt: str) -> TransactionStatus:
-        """How a check of a half message of `attempt` is answered."""
+        """How a check of a half message of `attempt` is answered (module docstring)."""
         listed = attempt in self.attempts
         if self.state is RecordState.ABORTED:
             return TransactionStatus.ROLLBACK if listed else TransactionStatus.UNKNOWN
-        if not listed:
-            return TransactionStatus.ROLLBACK
-        return TransactionStatus.COMMIT if self.state is RecordState.COMMITTED else TransactionStatus.UNKNOWN
+        if self.state is RecordState.COMMITTING and listed:
+            return TransactionStatus.UNKNOWN
+        return TransactionStatus.ROLLBACK
 
     @property
     def commits(self) -> bool:
         return self.state is not RecordState.ABORTED
 
     def to_json(self) -> bytes:
-        halves = [[h.topic, h.broker_name, h.queue_offset, h.commit_log_offset, h.msg_id] for h in self.halves]
+        halves = [
+            [h.topic, h.broker_name, h.queue_offset, h.commit_log_offset, h.msg_id, h.queue_id] for h in self.halves
+        ]
         return orjson.dumps({"state": self.state.value, "attempts": sorted(self.attempts), "halves": halves})
 
     @classmethod
     def from_json(cls, data: bytes) -> BatchRecord:
         raw = orjson.loads(data)
-        halves = tuple(HalfMessage(str(t), str(b), int(q), int(c), str(m)) for t, b, q, c, m in raw["halves"])
+        halves = tuple(
+            HalfMessage(str(t), str(b), int(q), int(c), str(m), int(rest[0]) if rest else -1)
+            for t, b, q, c, m, *rest in raw["halves"]
+        )
         return cls(RecordState(raw["state"]), frozenset(raw["attempts"]), halves)
 
 
@@ -84,14 +97,27 @@ def write_record_path(log_dir: str, name: str) -> str:
 
 
 def load(path: str) -> BatchRecord | None:
-    """The record at `path`; None when there is none (or it cannot be read here: logged)."""
+    """The record at `path`; None when there is none. TransactionRecordError when the file exists but
+    cannot be read or is not a record."""
     try:
-        return BatchRecord.from_json(Path(path).read_bytes())
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("transaction record %s cannot be read: %s", path, exc)
-        return None
+    except OSError as exc:
+        raise _unreadable(path, exc) from exc
+    try:
+        return BatchRecord.from_json(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _unreadable(path, exc) from exc
+
+
+def _unreadable(path: str, cause: Exception) -> TransactionRecordError:
+    return TransactionRecordError(
+        f"transaction record {path} cannot be read ({cause}): whether its batch committed is not known, so "
+        "nothing is ended from it. Make the file readable (permissions, the transactionLog mount) and run "
+        "the query again; if it is damaged, restore it from a backup or, when no END of its batch was sent "
+        "(no row of the batch is in the topic), delete it"
+    )
 
 
 @contextlib.contextmanager
@@ -100,13 +126,25 @@ def locked(path: str) -> Iterator[None]:
     record under it, so two Python workers committing one batch at once (a stopped query's commit
     still running beside the restarted query's) agree on one attempt."""
     lock_path = Path(f"{path}.lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    _make_directories(lock_path.parent)
     with lock_path.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _make_directories(directory: Path) -> None:
+    """Create `directory` and its missing parents durably: each new directory's parent is fsynced, so
+    the record written in it (fsynced with its own directory) is not lost with its directory's name."""
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for new in reversed(missing):
+        new.mkdir(exist_ok=True)
+        fsync_directory(new.parent)
 
 
 def save(path: str, record: BatchRecord) -> None:

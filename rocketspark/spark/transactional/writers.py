@@ -4,7 +4,6 @@ handles; the driver's `commit` and `abort` end them (:mod:`rocketspark.spark.tra
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -53,11 +52,10 @@ def _describe(tasks: Sequence[TaskHalves]) -> str:
 
 class TransactionalBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
-        options.check_kind(streaming=False)
+        options.check_kind(streaming=False)  # txnAppId and txnVersion are set
         log_dir = require_log(options.transaction_log)
-        name = f"txn-{options.txn_app_id}-{options.txn_version}" if options.txn_app_id else f"job-{uuid.uuid4().hex}"
         self.options = options
-        self.record_path = write_record_path(log_dir, name)
+        self.record_path = write_record_path(log_dir, f"txn-{options.txn_app_id}-{options.txn_version}")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommitMessage:
         return TransactionalCommitMessage(_write(self.options, iterator, False, self.record_path))
