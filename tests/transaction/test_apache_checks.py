@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,25 +15,10 @@ from rocketspark.message.message import Message, MessageExt
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import TRANS_CHECK_MAX_TIME_TOPIC
 from rocketspark.remoting.client import RemotingClient
-from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all
 from tests.transaction.conftest import Cluster, RecordingListener
 from tests.transaction.test_transactions import topic_of_one_queue, visible
 from tests.waiting import eventually
-
-#: checked 1 s after its birth, a round every 0.5 s, at most 5 checks
-APACHE_CHECKS = ("flavor=apache", "transactionTimeOut=1000", "transactionCheckInterval=500", "transactionCheckMax=5")
-
-
-@pytest.fixture(scope="module")
-def apache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    factory = ServerFactory(tmp_path_factory.mktemp("apache-transactions"))
-    settings = [arg for setting in (*APACHE_CHECKS, "registerNameServerPeriod=1000") for arg in ("--set", setting)]
-    try:
-        namesrv = factory.namesrv()
-        yield Cluster(namesrv, factory.broker(namesrv.address, *settings))
-    finally:
-        factory.stop_all()
 
 
 @pytest.fixture

@@ -10,8 +10,10 @@ the batch's rows once. A record that says `committed` (the batch replayed after 
 commit) ends nothing again: every END it lists was stored, and an Apache broker stores a commit
 each time it gets one. The ENDs of one queue go in the order of its half messages (ending.py).
 `abort` records its attempts as rolled back and rolls their half messages back.
-Both decide under the record's lock: two commits of one batch at once (a stopped query's commit
-runner still at work beside the restarted query's) commit one attempt.
+Both decide under the record's lock, and `commit` holds it through its ENDs: of two commits of one
+batch at once (a stopped query's commit runner still at work beside the restarted query's) the
+second finds the batch committed, and ends nothing. A commit that finds a `committing` record
+(its driver died among the ENDs) ends only the rows not in their queues yet (stored.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from rocketspark.spark.transactional.ending import end_halves
 from rocketspark.spark.transactional.listener import producer_for
 from rocketspark.spark.transactional.record import BatchRecord, RecordState, load, locked, save
 from rocketspark.spark.transactional.sending import TaskHalves
+from rocketspark.spark.transactional.stored import not_stored_yet, queue_starts
 
 log = logging.getLogger(__name__)
 
@@ -48,22 +51,31 @@ def commit_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> BatchReco
     if not tasks:
         return None
     path = _record_path(tasks)
-    with locked(path):
+    with locked(path):  # held through the ENDs: a second commit runner waits, then finds it committed
         record = load(path)  # TransactionRecordError: a record that cannot be read ends nothing
-        if record is not None and record.commits:
-            log.warning("transaction record %s: finishing the commit begun before (%s)", path, record.state.value)
-        else:
+        if record is None or not record.commits:
             halves = tuple(half for task in tasks for half in task.halves)
-            record = BatchRecord(RecordState.COMMITTING, frozenset(task.attempt for task in tasks), halves)
+            producer = producer_for(options)
+            starts = cluster.run(queue_starts(producer, halves))
+            record = BatchRecord(RecordState.COMMITTING, frozenset(task.attempt for task in tasks), halves, starts)
             save(path, record)  # before any half message is ended
-    if record.state is RecordState.COMMITTED:
-        # a replayed batch: every END was stored. Not again: Apache RocketMQ stores each END it gets
-        log.info("transaction record %s: the batch committed before; its half messages are not ended again", path)
-    else:
-        cluster.run(end_halves(producer_for(options), record.halves, TransactionStatus.COMMIT), None)
-        record = dataclasses.replace(record, state=RecordState.COMMITTED)
-        with locked(path):
-            save(path, record)  # the same attempts: no other commit or abort replaces a committing record
+            to_end: Sequence[HalfMessage] = halves
+        elif record.state is RecordState.COMMITTING:
+            producer = producer_for(options)
+            to_end = cluster.run(not_stored_yet(producer, options.producer_group, record.halves, record.starts))
+            log.warning(
+                "transaction record %s: finishing the commit begun before (%d of %d rows not in their queues yet)",
+                path,
+                len(to_end),
+                len(record.halves),
+            )
+        if record.state is RecordState.COMMITTED:
+            # a replayed batch: every END was stored. Not again: Apache RocketMQ stores each END it gets
+            log.info("transaction record %s: the batch committed before; its half messages are not ended again", path)
+        else:
+            cluster.run(end_halves(producer, to_end, TransactionStatus.COMMIT), None)
+            record = dataclasses.replace(record, state=RecordState.COMMITTED)
+            save(path, record)
     _roll_back(options, _halves_outside(tasks, record.attempts))
     return record
 

@@ -19,8 +19,10 @@ from it:
 * `aborted`: ROLLBACK for the attempts it lists, UNKNOWN for others (a later run of the batch).
 
 `committing` is written (atomically, fsynced, its directories too) before the driver ends any half
-message and lists every handle, so a driver that dies mid-commit finishes that same commit when the
-batch runs again. A record that exists but cannot be read fails the commit
+message and lists every handle and the max offset of each queue they commit to, so a driver that
+dies mid-commit is followed, when the batch runs again, by one that finishes that same commit,
+leaving out the rows already in their queues (:mod:`rocketspark.spark.transactional.stored`). A
+record that exists but cannot be read fails the commit
 (:class:`rocketspark.errors.TransactionRecordError`): only a missing file means "no record".
 """
 
@@ -39,6 +41,7 @@ import orjson
 from rocketspark.client.transaction import HalfMessage, TransactionStatus
 from rocketspark.errors import TransactionRecordError
 from rocketspark.fileutil import fsync_directory, write_atomically
+from rocketspark.spark.transactional.stored import QueueStart
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,8 @@ class BatchRecord:
     state: RecordState
     attempts: frozenset[str]  # committing/committed: the attempts that commit; aborted: those rolled back
     halves: tuple[HalfMessage, ...] = field(default=())  # committing/committed: every half message to commit
+    #: committing/committed: each queue the halves commit to and its max offset before the first END
+    starts: tuple[QueueStart, ...] = field(default=())
 
     def answer(self, attempt: str) -> TransactionStatus:
         """How a check of a half message of `attempt` is answered (module docstring)."""
@@ -76,7 +81,8 @@ class BatchRecord:
         halves = [
             [h.topic, h.broker_name, h.queue_offset, h.commit_log_offset, h.msg_id, h.queue_id] for h in self.halves
         ]
-        return orjson.dumps({"state": self.state.value, "attempts": sorted(self.attempts), "halves": halves})
+        document = {"state": self.state.value, "attempts": sorted(self.attempts), "halves": halves}
+        return orjson.dumps({**document, "starts": [list(start) for start in self.starts]})
 
     @classmethod
     def from_json(cls, data: bytes) -> BatchRecord:
@@ -85,7 +91,8 @@ class BatchRecord:
             HalfMessage(str(t), str(b), int(q), int(c), str(m), int(rest[0]) if rest else -1)
             for t, b, q, c, m, *rest in raw["halves"]
         )
-        return cls(RecordState(raw["state"]), frozenset(raw["attempts"]), halves)
+        starts = tuple((str(t), str(b), int(q), int(o)) for t, b, q, o in raw.get("starts", ()))
+        return cls(RecordState(raw["state"]), frozenset(raw["attempts"]), halves, starts)
 
 
 def stream_record_path(log_dir: str, query_id: str, batch_id: int) -> str:
