@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from broker.store.append_requests import StandardMessage
-from broker.transaction.half import EndKind, discarded_message
+from broker.transaction.half import EndKind, discarded_message, immunity_ms
 from broker.transaction.service import TransactionService
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import TRANS_HALF_TOPIC
@@ -105,14 +105,12 @@ class ApacheTransactionService(TransactionService):
         if row["store_timestamp"] >= start_ms:
             return None  # stored since the round began: the next round sees it
         age_ms = now_ms - row["born_timestamp"]
-        immunity = properties.get(props.CHECK_IMMUNITY_TIME_IN_SECONDS)
+        immune_ms = immunity_ms(properties, self.settings.timeout_ms)
         counted_copy = StandardMessage.from_stored(row).with_properties({props.TRANSACTION_CHECK_TIMES: str(checks)})
-        if immunity is None:
+        if immune_ms is None:
             if 0 <= age_ms < self.settings.timeout_ms:
                 return None
             return _Copy(row, counted_copy, checks, ask=True)
-        seconds = _number(immunity)
-        immune_ms = self.settings.timeout_ms if seconds == -1 else seconds * 1000
         if age_ms < immune_ms:
             first = properties.get(props.TRANSACTION_PREPARED_QUEUE_OFFSET)
             if first is None:

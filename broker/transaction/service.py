@@ -11,7 +11,8 @@ one that contradicts how it ended is refused (SYSTEM_ERROR). `flavor=apache` run
 Every `transactionCheckInterval` ms the check goes through the half messages not ended, oldest
 first, down to those stored less than `transactionTimeOut` ms ago: a half message checked
 `transactionCheckMax` times already is moved to TRANS_CHECK_MAX_TIME_TOPIC, the others are counted
-and their producer group asked (CHECK_TRANSACTION_STATE, oneway) on any live connection of it.
+and their producer group asked (CHECK_TRANSACTION_STATE, oneway) on any live connection of it. One
+born less than its CHECK_IMMUNITY_TIME_IN_SECONDS ago is passed: neither asked about nor counted.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ from broker.producer_manager import ProducerManager
 from broker.store.append_requests import StandardMessage
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
-from broker.transaction.half import EndKind, committed_message, discarded_message, end_record, ended, real_queue
+from broker.transaction.half import (
+    EndKind,
+    committed_message,
+    discarded_message,
+    end_record,
+    ended,
+    immunity_ms,
+    real_queue,
+)
 from broker.transaction.state import TransactionState
 from rocketspark.errors import RocketMQError, ValidationError
 from rocketspark.fileutil import AtomicFileWriter
@@ -198,6 +207,9 @@ class TransactionService:
                 if now_ms - row["store_timestamp"] < self.settings.timeout_ms:
                     next_offset = -1
                     break
+                immune_ms = immunity_ms(props.decode_properties(row["properties"]), self.settings.timeout_ms)
+                if immune_ms is not None and now_ms - row["born_timestamp"] < immune_ms:
+                    continue  # not checked (nor counted) yet; later half messages may be
                 if self.state.checks(half_offset) >= self.settings.check_max:
                     await self._discard(row)
                 else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -167,3 +168,24 @@ async def test_a_half_message_ended_twice_is_stored_once(cluster: Cluster, clien
 
 async def _count(client: RemotingClient, cluster: Cluster, topic: str, n: int) -> bool:
     return len(await visible(client, cluster, topic)) >= n
+
+
+async def test_check_immunity_holds_the_checks_off_without_counting(cluster: Cluster, client) -> None:
+    await topic_of_one_queue(client, cluster, "TxImmune")
+    listener = RecordingListener(TransactionStatus.UNKNOWN)
+    async with producer(cluster, "tx_immune", listener) as tx:
+        immune = Message("TxImmune", b"immune", properties={props.CHECK_IMMUNITY_TIME_IN_SECONDS: "2"})
+        born = time.time()
+        _, half = await tx.send_half(immune)
+        _, plain = await tx.send_half(Message("TxImmune", b"plain"))
+        # a later half message past transactionTimeOut is checked meanwhile: the immune one is passed
+        await eventually(lambda: any(m.msg_id == plain.msg_id for m in listener.checked), timeout_s=15, what="check")
+        assert not any(m.msg_id == half.msg_id for m in listener.checked)
+        first = await eventually(
+            lambda: [m for m in listener.checked if m.msg_id == half.msg_id],
+            timeout_s=15,
+            what="the immune one's check",
+        )
+    assert time.time() - born >= 2.0
+    assert first[0].properties[props.TRANSACTION_CHECK_TIMES] == "1"  # no copy, nothing counted before
+    assert first[0].queue_offset == half.queue_offset

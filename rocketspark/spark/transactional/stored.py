@@ -35,16 +35,17 @@ def _running(producer: AsyncTransactionProducer) -> ClientInstance:
     return producer.instance
 
 
-async def _max_offset(instance: ClientInstance, queue: MessageQueue) -> int:
+async def _max_offset(instance: ClientInstance, queue: MessageQueue, timeout_s: float) -> int:
     address = await instance.broker_address(queue.broker_name, queue.topic)
-    return await get_max_offset(instance.remoting, address, queue.topic, queue.queue_id)
+    return await get_max_offset(instance.remoting, address, queue.topic, queue.queue_id, timeout_s)
 
 
 async def queue_starts(producer: AsyncTransactionProducer, halves: Sequence[HalfMessage]) -> tuple[QueueStart, ...]:
     """The max offset of every queue the half messages commit to."""
     instance = _running(producer)
     queues = _queues(halves)
-    offsets = await asyncio.gather(*(_max_offset(instance, queue) for queue in queues))
+    timeout_s = producer.send_timeout_ms / 1000
+    offsets = await asyncio.gather(*(_max_offset(instance, queue, timeout_s) for queue in queues))
     return tuple((q.topic, q.broker_name, q.queue_id, offset) for q, offset in zip(queues, offsets, strict=True))
 
 
@@ -58,7 +59,7 @@ async def not_stored_yet(
     stored: set[str] = set()
     for topic, broker_name, queue_id, start in starts:
         queue = MessageQueue(topic, broker_name, queue_id)
-        end = await _max_offset(instance, queue)
+        end = await _max_offset(instance, queue, producer.send_timeout_ms / 1000)
         offset = start
         while offset < end:
             pulled = await puller.pull_batch(queue, offset, max_messages=min(10_000, end - offset))
