@@ -37,9 +37,9 @@ DEFAULT_PRODUCER_GROUP = "spark-rocketmq-producer"
 #: transactional writes default to a group of their own: brokers send checks to any producer of a
 #: half message's group, and only transactional writers can answer them
 DEFAULT_TRANSACTIONAL_GROUP = "spark-rocketmq-txn-producer"
-#: transactionMaxOpenSeconds: below Apache's 15 checks x 60 s, so that no half message of an open batch
-#: is moved to TRANS_CHECK_MAX_TIME_TOPIC by Apache's defaults
-DEFAULT_TRANSACTION_MAX_OPEN_S = 600
+#: transactionMaxOpenSeconds: one of Apache's check rounds (transactionCheckInterval, 60 s): Apache
+#: writes an immune half message back once a round until the time passed, also after it was committed
+DEFAULT_TRANSACTION_MAX_OPEN_S = 60
 #: longer than a producer's 3 s: a write waits out a busy broker rather than fail the task
 DEFAULT_SEND_TIMEOUT_MS = 30_000
 DEFAULT_RETRIES = 2

@@ -45,7 +45,7 @@ CHECKS = tuple(
     for arg in ("--set", setting)
 )
 BROKER_SETTINGS = ("--set", "duplicateWindowSeconds=0", *CHECKS)
-#: half messages the brokers check after 3 s (transactionMaxOpenSeconds, 600 by default): the tests
+#: half messages the brokers check after 3 s (transactionMaxOpenSeconds, 60 by default): the tests
 #: that wait for the check to roll back a lost attempt's half messages
 STRAYS_CHECKED_AFTER_S = "3"
 STRAYS_CHECKED = {"transactional": "true", "transactionMaxOpenSeconds": STRAYS_CHECKED_AFTER_S}
