@@ -5,6 +5,7 @@ both flavors. docs/spark.md, "Transactions"."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from tests.spark.cluster import SparkCluster, two_brokers_on
 from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, stream
 from tests.spark.test_exactly_once import finish
 from tests.spark.test_sink_brokers import fill
-from tests.spark.test_sink_transactions import BROKER_SETTINGS, group_member, visible
+from tests.spark.test_sink_transactions import BROKER_SETTINGS, Reader, committed_attempts_only, group_member, visible
 
 #: Apache's check every second, half messages open a second checked; no move to the check-max topic
 APACHE_SETTINGS = tuple(
@@ -114,6 +115,51 @@ def test_batches_open_longer_than_the_check_timeout_write_every_row_once_on_apac
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert visible(apache, target) == Counter(bodies)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3 * QUERY_TIMEOUT_S + 120)
+def test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_once_on_apache(
+    spark: SparkSession, apache: SparkCluster, tmp_path: Path
+) -> None:
+    """A task fails after sending half messages (the query fails), the query runs again: its rows
+    appear once, none of the failed attempt's, while the brokers check copies of both."""
+    apache.create_topic("TxApFailIn", queues=2, on=("broker-a",))
+    apache.create_topic("TxApFailOut")
+    bodies = fill(apache, "TxApFailIn", 1_000)
+    marker = str(tmp_path / "failed-once")
+    doomed = bodies[300]
+
+    @F.udf("string")
+    def fails_once(body: str) -> str:
+        time.sleep(0.004)  # 500 rows a task: 2 s, past transactionTimeOut
+        if body == doomed and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError("the first attempt of this task fails here")
+        return body
+
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")  # the task sends rows before it fails
+    reader = Reader(apache, "TxApFailOut")
+    reader.start()
+    frame = stream(spark, apache, "TxApFailIn", "TxApFail_copier", startingOffsets="earliest")
+    writer = frame.select(fails_once(F.col("body").cast("string")).alias("body")).writeStream.format("rocketmq")
+    writer = writer.option("nameserver", apache.namesrv_addr).option("topic", "TxApFailOut")
+    writer = writer.option("transactional", "true").option("checkpointLocation", str(tmp_path / "ckpt"))
+    writer = writer.option("transactionMaxOpenSeconds", "0")
+    try:
+        query = writer.trigger(availableNow=True).start()
+        with pytest.raises(Exception, match="first attempt of this task fails"):
+            query.awaitTermination(QUERY_TIMEOUT_S)
+        finish(writer.trigger(availableNow=True).start())
+        with group_member(apache, "TxApFailOut"):  # answers the checks of stray copies
+            time.sleep(5)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        reader.stopping.set()
+        reader.join(30)
+    committed_attempts_only(reader)
+    assert Counter(reader.bodies) == Counter(bodies)
+    assert visible(apache, "TxApFailOut") == Counter(bodies)
 
 
 ROWS = 20_000
