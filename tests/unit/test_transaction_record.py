@@ -119,3 +119,20 @@ def test_ends_of_one_queue_are_stored_in_the_order_of_its_half_messages() -> Non
     asyncio.run(ending.end_halves(producer, halves, COMMIT))  # type: ignore[arg-type]
     for queue_id in range(3):
         assert [h for h in producer.ended if h.queue_id == queue_id] == [h for h in halves if h.queue_id == queue_id]
+
+
+def test_a_stream_keeps_the_records_of_its_last_batches(tmp_path: Path) -> None:
+    query = tmp_path / "query-id"
+    for batch in range(8):
+        save(str(query / f"{batch}.json"), BatchRecord(RecordState.COMMITTED, frozenset({"a"})))
+        Path(f"{query / f'{batch}.json'}.lock").touch()
+    assert record.forget_old_batches(str(query / "7.json"), retained=3) == 5
+    assert sorted(p.name for p in query.iterdir()) == [
+        "5.json",
+        "5.json.lock",
+        "6.json",
+        "6.json.lock",
+        "7.json",
+        "7.json.lock",
+    ]
+    assert record.forget_old_batches(str(query / "7.json"), retained=3) == 0

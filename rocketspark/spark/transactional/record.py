@@ -18,6 +18,8 @@ from it:
   Other attempts' half messages never commit;
 * `aborted`: ROLLBACK for the attempts it lists, UNKNOWN for others (a later run of the batch).
 
+A streaming query's commit deletes the records and locks of its batches 100 and more batches back.
+
 `committing` is written (atomically, fsynced, its directories too) before the driver ends any half
 message and lists every handle and the max offset of each queue they commit to, so a driver that
 dies mid-commit is followed, when the batch runs again, by one that finishes that same commit,
@@ -44,6 +46,10 @@ from rocketspark.fileutil import fsync_directory, write_atomically
 from rocketspark.spark.transactional.stored import QueueStart
 
 log = logging.getLogger(__name__)
+
+#: records of a query's batches kept (Spark's default spark.sql.streaming.minBatchesToRetain; Spark
+#: runs only the last batch again, so any count of one or more would do)
+RETAINED_BATCHES = 100
 
 #: properties of every half message the sink sends (kept by the committed message)
 RECORD_PROPERTY = "RS_TXN_RECORD"
@@ -97,6 +103,21 @@ class BatchRecord:
 
 def stream_record_path(log_dir: str, query_id: str, batch_id: int) -> str:
     return str(Path(log_dir) / query_id / f"{batch_id}.json")
+
+
+def forget_old_batches(record_path: str, retained: int = RETAINED_BATCHES) -> int:
+    """Delete the records and locks of the query's batches `retained` or more batches older than the
+    one at `record_path` (a streaming batch's); how many records went. Spark runs only a query's last
+    batch again, so no commit reads them; a check of a stray half message of one is answered UNKNOWN."""
+    path = Path(record_path)
+    newest = int(path.stem)
+    forgotten = 0
+    for old in path.parent.glob("*.json"):
+        if old.stem.isdigit() and int(old.stem) <= newest - retained:
+            old.unlink(missing_ok=True)
+            Path(f"{old}.lock").unlink(missing_ok=True)
+            forgotten += 1
+    return forgotten
 
 
 def write_record_path(log_dir: str, name: str) -> str:

@@ -15,7 +15,7 @@ from rocketspark.errors import ConfigError
 from rocketspark.spark.sink_options import SinkOptions
 from rocketspark.spark.transactional.commit import abort_batch, commit_batch
 from rocketspark.spark.transactional.options import require_log
-from rocketspark.spark.transactional.record import stream_record_path, write_record_path
+from rocketspark.spark.transactional.record import forget_old_batches, stream_record_path, write_record_path
 from rocketspark.spark.transactional.sending import TaskHalves, send_task
 from rocketspark.spark.writers import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, id_scope
 
@@ -83,6 +83,10 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
         tasks = _tasks(messages)
         commit_batch(self.options, tasks)
         log.info("batch %d committed %s", batchId, _describe(tasks))
+        if tasks:
+            forgotten = forget_old_batches(tasks[0].record_path)
+            if forgotten:
+                log.info("deleted the transaction records of %d batches before batch %d", forgotten, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         tasks = _tasks(messages)
