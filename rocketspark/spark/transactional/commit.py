@@ -18,7 +18,6 @@ second finds the batch committed, and ends nothing. A commit that finds a `commi
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -27,10 +26,11 @@ from rocketspark.errors import RocketMQError
 from rocketspark.spark import cluster
 from rocketspark.spark.sink_options import SinkOptions
 from rocketspark.spark.transactional.ending import end_halves
+from rocketspark.spark.transactional.finishing import finish_commit
 from rocketspark.spark.transactional.listener import producer_for
 from rocketspark.spark.transactional.record import BatchRecord, RecordState, load, locked, save
 from rocketspark.spark.transactional.sending import TaskHalves
-from rocketspark.spark.transactional.stored import not_stored_yet, queue_starts
+from rocketspark.spark.transactional.stored import queue_starts
 
 log = logging.getLogger(__name__)
 
@@ -59,23 +59,14 @@ def commit_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> BatchReco
             starts = cluster.run(queue_starts(producer, halves))
             record = BatchRecord(RecordState.COMMITTING, frozenset(task.attempt for task in tasks), halves, starts)
             save(path, record)  # before any half message is ended
-            to_end: Sequence[HalfMessage] = halves
-        elif record.state is RecordState.COMMITTING:
-            producer = producer_for(options)
-            to_end = cluster.run(not_stored_yet(producer, options.producer_group, record.halves, record.starts))
-            log.warning(
-                "transaction record %s: finishing the commit begun before (%d of %d rows not in their queues yet)",
-                path,
-                len(to_end),
-                len(record.halves),
-            )
+            to_end: Sequence[HalfMessage] | None = halves
+        else:
+            to_end = None  # a commit begun before: those not in their queues yet
         if record.state is RecordState.COMMITTED:
             # a replayed batch: every END was stored. Not again: Apache RocketMQ stores each END it gets
             log.info("transaction record %s: the batch committed before; its half messages are not ended again", path)
         else:
-            cluster.run(end_halves(producer, to_end, TransactionStatus.COMMIT), None)
-            record = dataclasses.replace(record, state=RecordState.COMMITTED)
-            save(path, record)
+            record = finish_commit(producer_for(options), path, record, to_end)
     _roll_back(options, _halves_outside(tasks, record.attempts))
     return record
 

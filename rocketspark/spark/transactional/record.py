@@ -153,12 +153,29 @@ def locked(path: str) -> Iterator[None]:
     """Hold the record's lock (`flock` of `<path>.lock`): a commit or abort decides and writes the
     record under it, so two Python workers committing one batch at once (a stopped query's commit
     still running beside the restarted query's) agree on one attempt."""
+    with _lock(path, wait=True):
+        yield
+
+
+@contextlib.contextmanager
+def locked_if_free(path: str) -> Iterator[bool]:
+    """Hold the record's lock if no one holds it (a commit under way does); whether it is held."""
+    with _lock(path, wait=False) as held:
+        yield held
+
+
+@contextlib.contextmanager
+def _lock(path: str, *, wait: bool) -> Iterator[bool]:
     lock_path = Path(f"{path}.lock")
     _make_directories(lock_path.parent)
     with lock_path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
