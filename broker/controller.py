@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from broker.acl.guard import GuardedProcessorTable
 from broker.acl.watcher import POLL_INTERVAL_S, AclFileWatcher, accounts_file
 from broker.config import BrokerConfig
-from broker.flavor import flavored
+from broker.flavor import Flavor, flavored
 from broker.managers.consumer_manager import ConsumerGroupInfo, ConsumerManager
 from broker.managers.consumer_offset_manager import ConsumerOffsetManager
 from broker.managers.producer_manager import ProducerManager
@@ -41,6 +41,7 @@ from broker.schedule.service import ScheduleMessageService
 from broker.stats import BrokerStats
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
+from broker.transaction.apache import ApacheTransactionService
 from broker.transaction.service import CheckSettings, TransactionService
 from rocketspark.errors import RocketMQError
 from rocketspark.fileutil import AtomicFileWriter
@@ -109,7 +110,8 @@ class BrokerController:
         checks = CheckSettings(
             config.transaction_time_out, config.transaction_check_interval, config.transaction_check_max
         )
-        self.transactions = TransactionService(
+        service = ApacheTransactionService if config.flavor is Flavor.apache else TransactionService
+        self.transactions = service(
             self.store,
             self.producers,
             checks,

@@ -2,8 +2,9 @@
 
 `rocketspark` (the default) is this project's broker. `apache` answers as Apache RocketMQ 4.9 does
 wherever a client could tell: no extension request codes, no duplicate window, Apache's pull caps,
-and SEARCH_OFFSET_BY_TIMESTAMP by the nearest entry (`nearest_entry`). docs/operations.md lists
-each difference with the Apache class that behaves so.
+SEARCH_OFFSET_BY_TIMESTAMP by the nearest entry (`nearest_entry`) and Apache's transaction check
+and END_TRANSACTION (broker/transaction/apache.py). docs/operations.md lists each difference with
+the Apache class that behaves so.
 """
 
 from __future__ import annotations

@@ -50,6 +50,11 @@ class StoreCorruptionError(RocketMQError):
     place): a read of it fails with this, where a record gone by retention is a LookupError."""
 
 
+class TransactionRecordError(RocketMQError):
+    """A transactional write's batch record exists but cannot be read: what committed is not known,
+    so nothing is ended from it."""
+
+
 class ValidationError(RocketMQError, ValueError):
     """A name, message or request that RocketMQ's rules refuse; `code` is what a broker answers."""
 

@@ -62,6 +62,19 @@ def half_message(topic: str, queue_id: int, message: StandardMessage) -> tuple[s
     return TRANS_HALF_TOPIC, 0, dataclasses.replace(half, sys_flag=flag)
 
 
+def immunity_ms(properties: Mapping[str, str], timeout_ms: int) -> int | None:
+    """How long after its birth a half message is not checked (CHECK_IMMUNITY_TIME_IN_SECONDS; -1 or
+    a value that is not a number: `timeout_ms`, as Apache's getImmunityTime); None without the property."""
+    seconds = properties.get(props.CHECK_IMMUNITY_TIME_IN_SECONDS)
+    if seconds is None:
+        return None
+    try:
+        value = int(seconds)
+    except ValueError:
+        value = -1
+    return timeout_ms if value == -1 else value * 1000
+
+
 def real_queue(row: Mapping[str, Any]) -> tuple[str, int, dict[str, str]]:
     """The real topic and queue of a stored half message (STORED_SCHEMA row), and its properties."""
     properties = props.decode_properties(row["properties"])

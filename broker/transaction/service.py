@@ -4,12 +4,15 @@ An END_TRANSACTION commit stores the half message in its real queue, then its en
 rollback stores the end record only. Beyond Apache RocketMQ (which stores a commit again), each
 half message is committed at most once: ends of one half message wait for each other on the event
 loop, and one that finds it committed or rolled back changes nothing, whether it is a retry, a
-check's answer racing the producer's own end, or comes after a restart (broker/transaction/state.py).
+check's answer racing the producer's own end, or comes after a restart (broker/transaction/state.py);
+one that contradicts how it ended is refused (SYSTEM_ERROR). `flavor=apache` runs
+:class:`broker.transaction.apache.ApacheTransactionService` instead, which ends and checks as Apache 4.9.
 
 Every `transactionCheckInterval` ms the check goes through the half messages not ended, oldest
 first, down to those stored less than `transactionTimeOut` ms ago: a half message checked
 `transactionCheckMax` times already is moved to TRANS_CHECK_MAX_TIME_TOPIC, the others are counted
-and their producer group asked (CHECK_TRANSACTION_STATE, oneway) on any live connection of it.
+and their producer group asked (CHECK_TRANSACTION_STATE, oneway) on any live connection of it. One
+born less than its CHECK_IMMUNITY_TIME_IN_SECONDS ago is passed: neither asked about nor counted.
 """
 
 from __future__ import annotations
@@ -30,7 +33,15 @@ from broker.managers.producer_manager import ProducerManager
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
 from broker.store.writer.append_requests import StandardMessage
-from broker.transaction.half import EndKind, committed_message, discarded_message, end_record, ended, real_queue
+from broker.transaction.half import (
+    EndKind,
+    committed_message,
+    discarded_message,
+    end_record,
+    ended,
+    immunity_ms,
+    real_queue,
+)
 from broker.transaction.state import TransactionState
 from rocketspark.errors import RocketMQError, ValidationError
 from rocketspark.fileutil import AtomicFileWriter
@@ -130,9 +141,9 @@ class TransactionService:
         offset = header.tran_state_table_offset
         while offset in self._ending:  # another end of it is under way: it decides
             await asyncio.shield(self._ending[offset][0])
-        if self.state.is_final(offset):
-            log.info("half message %d ended already; %s from %s ignored", offset, kind.value, header.producer_group)
-            return f"the half message at offset {offset} ended already"
+        ended_already = self._ended_already(offset, kind, header)
+        if ended_already is not None:
+            return ended_already
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._ending[offset] = (done, self._store.commit_log.max_offset)
         try:
@@ -145,6 +156,24 @@ class TransactionService:
             del self._ending[offset]
             done.set_result(None)
         return f"{kind.value} of the half message at offset {offset} stored"
+
+    def _ended_already(self, offset: int, kind: EndKind, header: EndTransactionRequestHeader) -> str | None:
+        """The answer to an END of a half message that was committed or rolled back already: the same
+        end changes nothing; the other one is refused (SYSTEM_ERROR), as the producer must learn that
+        its decision was not the one stored. None when the END is to be done."""
+        final = self.state.final_kind(offset)
+        if final is None:
+            return None
+        if final is kind:
+            log.info("half message %d ended already; %s from %s ignored", offset, kind.value, header.producer_group)
+            return f"the half message at offset {offset} ended already"
+        check = " (a check's answer)" if header.from_transaction_check else ""
+        group = header.producer_group
+        log.warning("half message %d: %s from %s%s refused: %s already", offset, kind.value, group, check, final.value)
+        raise _refusal(
+            f"the half message at offset {offset} was {_PAST[final]} already (by its producer or a check's "
+            f"answer): this {kind.value} is not done"
+        )
 
     async def _half_message(self, header: EndTransactionRequestHeader) -> dict[str, Any]:
         """The stored half message the header names, checked as Apache's checkPrepareMessage does."""
@@ -178,6 +207,9 @@ class TransactionService:
                 if now_ms - row["store_timestamp"] < self.settings.timeout_ms:
                     next_offset = -1
                     break
+                immune_ms = immunity_ms(props.decode_properties(row["properties"]), self.settings.timeout_ms)
+                if immune_ms is not None and now_ms - row["born_timestamp"] < immune_ms:
+                    continue  # not checked (nor counted) yet; later half messages may be
                 if self.state.checks(half_offset) >= self.settings.check_max:
                     await self._discard(row)
                 else:
@@ -285,6 +317,9 @@ class TransactionService:
         if self.state.watermark != self._store.commit_log.max_offset:
             self.state.advance(self._store.min_offset(TRANS_HALF_TOPIC, 0))
             self._persist()
+
+
+_PAST = {EndKind.COMMIT: "committed", EndKind.ROLLBACK: "rolled back", EndKind.DISCARD: "discarded"}
 
 
 def _refusal(reason: str) -> ValidationError:

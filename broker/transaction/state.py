@@ -5,11 +5,13 @@ RMQ_SYS_TRANS_OP_HALF_TOPIC, commits in their real queues (broker/transaction/ha
 `config/transaction.json` keeps the progress: `halfOffset` (every half message below it ended),
 `checkTimes` (checks sent per half message at or above it), `ended` (how those at or above it that
 ended did), `discarded` (half messages moved to TRANS_CHECK_MAX_TIME_TOPIC below it: an END may still
-commit them), `opOffset`: every end record below it in the op queue is counted in the file, and
-`commitLogOffset`: no commit stored before it lacks its end record. At startup only the end records
-from `opOffset` on are read back (as RocketMQ checks only its last files: start-up does not grow with
-the op queue), and commits stored since `commitLogOffset` without an end record (a crash between the
-two writes) are found in the commit log, so a half message is committed at most once across a kill -9.
+commit them), `rolledBack` (those below it that were rolled back: every other one below it committed,
+so an END that contradicts the first is told so), `opOffset`: every end record below it in the op
+queue is counted in the file, and `commitLogOffset`: no commit stored before it lacks its end
+record. At startup only the end records from `opOffset` on are read back (as RocketMQ checks only
+its last files: start-up does not grow with the op queue), and commits stored since
+`commitLogOffset` without an end record (a crash between the two writes) are found in the commit
+log, so a half message is committed at most once across a kill -9.
 """
 
 from __future__ import annotations
@@ -44,16 +46,20 @@ class TransactionState:
         self.next_half = 0  # every half message below this offset ended (or was discarded)
         self._ended: dict[int, EndKind] = {}  # offsets at or above `next_half`
         self._checks: dict[int, int] = {}  # offsets at or above `next_half` -> checks sent
-        self._discarded: set[int] = set()  # below `next_half`: discarded, not committed or rolled back
+        # below `next_half`: those discarded (not committed or rolled back since) or rolled back; the
+        # others committed
+        self._below: dict[int, EndKind] = {}
         self.watermark: int | None = None
         self.op_offset = 0  # end records of the op queue below it are counted here
 
+    def final_kind(self, offset: int) -> EndKind | None:
+        """COMMIT or ROLLBACK once either was stored: an END changes nothing any more (a discarded
+        half message may still be committed or rolled back, as in Apache RocketMQ: None)."""
+        kind = self._below.get(offset, EndKind.COMMIT) if offset < self.next_half else self._ended.get(offset)
+        return None if kind is EndKind.DISCARD else kind
+
     def is_final(self, offset: int) -> bool:
-        """Committed or rolled back: an END changes nothing any more (a discarded one may still be
-        committed or rolled back, as in Apache RocketMQ)."""
-        if offset < self.next_half:
-            return offset not in self._discarded
-        return self._ended.get(offset) in (EndKind.COMMIT, EndKind.ROLLBACK)
+        return self.final_kind(offset) is not None
 
     def has_ended(self, offset: int) -> bool:
         """Ended or discarded: no longer checked."""
@@ -68,24 +74,29 @@ class TransactionState:
 
     def end(self, offset: int, kind: EndKind) -> None:
         if offset < self.next_half:
-            if kind is not EndKind.DISCARD:
-                self._discarded.discard(offset)
+            if kind is not EndKind.DISCARD and self._below.get(offset) is EndKind.DISCARD:
+                if kind is EndKind.COMMIT:
+                    del self._below[offset]
+                else:
+                    self._below[offset] = kind
             return
         if self._ended.get(offset) not in (None, EndKind.DISCARD):
             return  # the first commit or rollback stays
         self._ended[offset] = kind
         self._checks.pop(offset, None)
 
-    def advance(self, half_min_offset: int) -> None:
-        """Move `next_half` past the ended half messages and those the half queue no longer holds."""
-        offset = max(self.next_half, half_min_offset)
+    def advance(self, half_min_offset: int, to: int | None = None) -> None:
+        """Move `next_half` past the ended half messages and those the half queue no longer holds
+        (and to `to`, past which a check went, when given)."""
+        offset = max(self.next_half, half_min_offset, to or 0)
         while offset in self._ended:
             offset += 1
         for ended in [o for o in self._ended if o < offset]:
-            if self._ended.pop(ended) is EndKind.DISCARD:
-                self._discarded.add(ended)
+            kind = self._ended.pop(ended)
+            if kind is not EndKind.COMMIT:
+                self._below[ended] = kind
         self._checks = {o: n for o, n in self._checks.items() if o >= offset}
-        self._discarded = {o for o in self._discarded if o >= half_min_offset}
+        self._below = {o: kind for o, kind in self._below.items() if o >= half_min_offset}
         self.next_half = offset
 
     def load(self) -> None:
@@ -95,7 +106,8 @@ class TransactionState:
         data = loads(path.read_bytes())
         self.next_half = int(data.get("halfOffset") or 0)
         self._checks = {int(o): int(n) for o, n in (data.get("checkTimes") or {}).items()}
-        self._discarded = {int(o) for o in data.get("discarded") or ()}
+        self._below = {int(o): EndKind.DISCARD for o in data.get("discarded") or ()}
+        self._below.update((int(o), EndKind.ROLLBACK) for o in data.get("rolledBack") or ())
         self._ended = {int(o): EndKind(kind) for o, kind in (data.get("ended") or {}).items()}
         self.op_offset = int(data.get("opOffset") or 0)  # files from before it: read the whole op queue
         watermark = data.get("commitLogOffset")
@@ -127,7 +139,8 @@ class TransactionState:
             "halfOffset": self.next_half,
             "checkTimes": {str(o): n for o, n in sorted(self._checks.items())},
             "ended": {str(o): kind.value for o, kind in sorted(self._ended.items())},
-            "discarded": sorted(self._discarded),
+            "discarded": sorted(o for o, kind in self._below.items() if kind is EndKind.DISCARD),
+            "rolledBack": sorted(o for o, kind in self._below.items() if kind is EndKind.ROLLBACK),
             "opOffset": op_offset,
             "commitLogOffset": commit_log_offset,
         }

@@ -45,6 +45,10 @@ CHECKS = tuple(
     for arg in ("--set", setting)
 )
 BROKER_SETTINGS = ("--set", "duplicateWindowSeconds=0", *CHECKS)
+#: half messages the brokers check after 3 s (transactionMaxOpenSeconds, 60 by default): the tests
+#: that wait for the check to roll back a lost attempt's half messages
+STRAYS_CHECKED_AFTER_S = "3"
+STRAYS_CHECKED = {"transactional": "true", "transactionMaxOpenSeconds": STRAYS_CHECKED_AFTER_S}
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +173,7 @@ def test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_onc
     writer = frame.select(fails_once(F.col("body").cast("string")).alias("body")).writeStream.format("rocketmq")
     writer = writer.option("nameserver", cluster.namesrv_addr).option("topic", "TxFailOut")
     writer = writer.option("transactional", "true").option("checkpointLocation", str(checkpoint))
+    writer = writer.option("transactionMaxOpenSeconds", STRAYS_CHECKED_AFTER_S)
     try:
         query = writer.trigger(availableNow=True).start()
         with pytest.raises(Exception, match="first attempt of this task fails"):
@@ -202,7 +207,7 @@ def test_a_query_stopped_between_its_sends_and_its_commit_writes_every_row_once_
     bodies = fill(cluster, "TxStopIn", 2_000)
     checkpoint = tmp_path / "ckpt"
     halves_before = half_messages(cluster)
-    query = start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, 2_000, transactional="true")
+    query = start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, 2_000, **STRAYS_CHECKED)
     # the driver goes away before it ends anything: its commit cannot begin, as the directory of the
     # query's batch records is a file (made before the tasks have sent their 2,000 rows)
     records = checkpoint / "rocketmq-transactions" / query.id
@@ -216,7 +221,7 @@ def test_a_query_stopped_between_its_sends_and_its_commit_writes_every_row_once_
         query.stop()
     records.unlink()
     assert visible(cluster, "TxStopOut") == Counter()  # nothing of the batch is visible
-    finish(start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, 2_000, transactional="true"))
+    finish(start_copy(spark, cluster, "TxStopIn", "TxStopOut", checkpoint, 2_000, **STRAYS_CHECKED))
     assert visible(cluster, "TxStopOut") == Counter(bodies)
     # the check reaches a member of the group while one is online (a running query's executors); the
     # finished query's Python workers may be gone, so this test keeps one: the sink's own listener
@@ -284,3 +289,30 @@ def test_a_transactional_batch_write_commits_every_row_once(
     assert visible(cluster, "TxBatchOut") == Counter(bodies)
     record = load(str(tmp_path / "log" / "txn-nightly-1.json"))
     assert record is not None and record.state.value == "committed" and len(record.halves) == len(bodies)
+
+
+def test_a_transactional_batch_write_needs_txn_app_id(
+    spark: SparkSession, cluster: SparkCluster, tmp_path: Path
+) -> None:
+    frame = spark.createDataFrame([("row",)], "body string")
+    writer = frame.write.format("rocketmq").option("nameserver", cluster.namesrv_addr).option("topic", "TxNoAppId")
+    writer = writer.option("transactional", "true").option("transactionLog", str(tmp_path / "log"))
+    with pytest.raises(Exception, match="transactional=true needs the options txnAppId and txnVersion"):
+        writer.mode("append").save()
+
+
+@pytest.mark.slow
+def test_a_record_that_cannot_be_read_fails_the_commit_and_ends_nothing(
+    spark: SparkSession, cluster: SparkCluster, tmp_path: Path
+) -> None:
+    cluster.create_topic("TxBadRecord")
+    record = tmp_path / "log" / "txn-bad-1.json"
+    record.parent.mkdir(parents=True)
+    record.write_text("{not json")  # damaged: whether this batch committed before is not known
+    frame = spark.createDataFrame([(f"row {i}",) for i in range(50)], "body string")
+    writer = frame.write.format("rocketmq").option("nameserver", cluster.namesrv_addr).option("topic", "TxBadRecord")
+    writer = writer.option("transactional", "true").option("transactionLog", str(tmp_path / "log"))
+    with pytest.raises(Exception, match=f"transaction record {record} cannot be read"):
+        writer.option("txnAppId", "bad").option("txnVersion", "1").mode("append").save()
+    assert record.read_text() == "{not json"
+    assert visible(cluster, "TxBadRecord") == Counter()

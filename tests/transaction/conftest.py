@@ -1,5 +1,6 @@
 """A name server and a broker with short transaction checks and the duplicate window off (so no
-guarantee rests on the window), shared by a module; a recording transaction listener."""
+guarantee rests on the window), shared by a module; the same with a `flavor=apache` broker; a
+recording transaction listener."""
 
 from __future__ import annotations
 
@@ -43,6 +44,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         namesrv = factory.namesrv()
         yield Cluster(namesrv, factory.broker(namesrv.address, *BROKER_SETTINGS))
+    finally:
+        factory.stop_all()
+
+
+#: flavor=apache: checked 1 s after its birth, a round every 0.5 s, at most 5 checks
+APACHE_CHECKS = ("flavor=apache", "transactionTimeOut=1000", "transactionCheckInterval=500", "transactionCheckMax=5")
+
+
+@pytest.fixture(scope="module")
+def apache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A name server and a `flavor=apache` broker with short transaction checks, shared by a module."""
+    factory = ServerFactory(tmp_path_factory.mktemp("apache-transactions"))
+    settings = [arg for setting in (*APACHE_CHECKS, "registerNameServerPeriod=1000") for arg in ("--set", setting)]
+    try:
+        namesrv = factory.namesrv()
+        yield Cluster(namesrv, factory.broker(namesrv.address, *settings))
     finally:
         factory.stop_all()
 

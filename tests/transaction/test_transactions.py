@@ -1,15 +1,18 @@
 """Transactional messages through the real producer and broker: commit, rollback, the check, the
-move to TRANS_CHECK_MAX_TIME_TOPIC, and each half message committed once however often it is ended."""
+move to TRANS_CHECK_MAX_TIME_TOPIC, each half message committed once however often it is ended, and an
+end that contradicts the first refused."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
 from rocketspark.client.api import admin
 from rocketspark.client.api.offset import get_max_offset
+from rocketspark.client.producer.send_retry import SendError
 from rocketspark.client.producer.transaction import AsyncTransactionProducer, TransactionStatus
 from rocketspark.message.message import Message
 from rocketspark.message.properties import codec as props
@@ -148,9 +151,11 @@ async def test_a_half_message_ended_twice_is_stored_once(cluster: Cluster, clien
     listener = RecordingListener(TransactionStatus.UNKNOWN, check=lambda _: TransactionStatus.COMMIT)
     async with producer(cluster, "tx_twice", listener) as tx:
         _, half = await tx.send_half(Message("TxTwice", b"once"))
-        # a retry racing the first end, then a rollback after the commit: the first end decides
+        # a retry racing the first end, then a rollback after the commit: the first end decides, and
+        # the rollback is refused (its producer must learn it was not done)
         await asyncio.gather(*(tx.end_transaction(half, TransactionStatus.COMMIT, wait=True) for _ in range(3)))
-        await tx.end_transaction(half, TransactionStatus.ROLLBACK, wait=True)
+        with pytest.raises(SendError, match="was committed already"):
+            await tx.end_transaction(half, TransactionStatus.ROLLBACK, wait=True)
         await tx.end_transaction(half, TransactionStatus.COMMIT, wait=True)
         # the check's answer (COMMIT) would race it too, were the half message still waiting: a later
         # half message of the group is checked, so this one's check would have come by then
@@ -163,3 +168,24 @@ async def test_a_half_message_ended_twice_is_stored_once(cluster: Cluster, clien
 
 async def _count(client: RemotingClient, cluster: Cluster, topic: str, n: int) -> bool:
     return len(await visible(client, cluster, topic)) >= n
+
+
+async def test_check_immunity_holds_the_checks_off_without_counting(cluster: Cluster, client) -> None:
+    await topic_of_one_queue(client, cluster, "TxImmune")
+    listener = RecordingListener(TransactionStatus.UNKNOWN)
+    async with producer(cluster, "tx_immune", listener) as tx:
+        immune = Message("TxImmune", b"immune", properties={props.CHECK_IMMUNITY_TIME_IN_SECONDS: "2"})
+        born = time.time()
+        _, half = await tx.send_half(immune)
+        _, plain = await tx.send_half(Message("TxImmune", b"plain"))
+        # a later half message past transactionTimeOut is checked meanwhile: the immune one is passed
+        await eventually(lambda: any(m.msg_id == plain.msg_id for m in listener.checked), timeout_s=15, what="check")
+        assert not any(m.msg_id == half.msg_id for m in listener.checked)
+        first = await eventually(
+            lambda: [m for m in listener.checked if m.msg_id == half.msg_id],
+            timeout_s=15,
+            what="the immune one's check",
+        )
+    assert time.time() - born >= 2.0
+    assert first[0].properties[props.TRANSACTION_CHECK_TIMES] == "1"  # no copy, nothing counted before
+    assert first[0].queue_offset == half.queue_offset

@@ -106,11 +106,13 @@ async def test_a_commit_makes_the_half_message_visible(parts: BrokerParts, table
     assert "TRAN_MSG" not in message.properties
     assert message.properties["TRAN_PREPARED_QUEUE_OFFSET"] == "0"
 
-    # a second end (a retry, or a check's answer) changes nothing
-    for state in (sysflag.TRANSACTION_COMMIT_TYPE, sysflag.TRANSACTION_ROLLBACK_TYPE):
-        response = await handle(table, channel, end_request(half, state))
-        assert response.code == ResponseCode.SUCCESS
-        assert response.remark == "the half message at offset 0 ended already"
+    # a second commit (a retry, or a check's answer) changes nothing; a rollback is refused
+    response = await handle(table, channel, end_request(half, sysflag.TRANSACTION_COMMIT_TYPE))
+    assert response.code == ResponseCode.SUCCESS
+    assert response.remark == "the half message at offset 0 ended already"
+    response = await handle(table, channel, end_request(half, sysflag.TRANSACTION_ROLLBACK_TYPE))
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert response.remark is not None and "was committed already" in response.remark
     assert parts.store.max_offset(TOPIC, QUEUE) == 1
     assert parts.store.max_offset(TRANS_OP_HALF_TOPIC, 0) == 1
 
@@ -124,9 +126,17 @@ async def test_a_rollback_leaves_it_invisible(parts: BrokerParts, table: Process
     assert response.remark == "rollback of the half message at offset 0 stored"
     assert parts.store.max_offset(TRANS_OP_HALF_TOPIC, 0) == 1
 
-    response = await handle(table, channel, end_request(half, sysflag.TRANSACTION_COMMIT_TYPE))
+    response = await handle(table, channel, end_request(half, sysflag.TRANSACTION_ROLLBACK_TYPE))
     assert response.code == ResponseCode.SUCCESS
     assert response.remark == "the half message at offset 0 ended already"
+    # a commit after the rollback (say, a check rolled it back first) is refused, not stored, also
+    # once the check's progress moved past the half message
+    for _ in range(2):
+        response = await handle(table, channel, end_request(half, sysflag.TRANSACTION_COMMIT_TYPE))
+        assert response.code == ResponseCode.SYSTEM_ERROR
+        assert response.remark is not None and "was rolled back already" in response.remark
+        parts.transactions.state.advance(0)
+        assert parts.transactions.state.next_half == 1
     assert parts.store.max_offset(TOPIC, QUEUE) == 0
     response = await handle(table, channel, pull_request(0, queue_id=QUEUE))
     assert response.code == ResponseCode.PULL_NOT_FOUND

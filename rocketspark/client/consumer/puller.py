@@ -161,8 +161,11 @@ class QueuePuller:
         except RequestCodeNotSupportedError:
             if not arrow:
                 raise
-            log.info("broker %s does not serve the Arrow pull; decoding standard records with it", queue.broker_name)
-            self._standard_only.add(queue.broker_name)
+            if queue.broker_name not in self._standard_only:  # pulls in flight at once learn it together
+                log.info(
+                    "broker %s does not serve the Arrow pull; decoding standard records with it", queue.broker_name
+                )
+                self._standard_only.add(queue.broker_name)
             arrow = False
             result = await attempt(arrow)
         batches: list[pa.RecordBatch] = []

@@ -413,8 +413,11 @@ class AsyncProducer(AsyncClient):
                     timeout_s=timeout_s,
                 )
             except RequestCodeNotSupportedError:
-                log.info("broker %s does not serve the Arrow send; using standard batches with it", target.broker_name)
-                self._standard_only.add(target.broker_name)
+                if target.broker_name not in self._standard_only:  # sends in flight at once learn it together
+                    log.info(
+                        "broker %s does not serve the Arrow send; using standard batches with it", target.broker_name
+                    )
+                    self._standard_only.add(target.broker_name)
                 return None
 
         result = await self._with_retries(topic, queue, None, None, attempt)

@@ -78,12 +78,15 @@ class HalfMessage:
     queue_offset: int  # in RMQ_SYS_TRANS_HALF_TOPIC (Java's tranStateTableOffset)
     commit_log_offset: int
     msg_id: str  # its UNIQ_KEY, which the committed message keeps
+    queue_id: int = -1  # the queue of `topic` its commit goes to (-1: not known)
 
     @classmethod
     def of(cls, result: SendResult) -> HalfMessage:
         _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
         queue = result.message_queue
-        return cls(queue.topic, queue.broker_name, result.queue_offset, commit_log_offset, result.msg_id)
+        return cls(
+            queue.topic, queue.broker_name, result.queue_offset, commit_log_offset, result.msg_id, queue.queue_id
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,9 @@ PRODUCER_GROUP = "PGROUP"
 TRANSACTION_ID = "__transactionId__"
 TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+#: seconds after its birth before a half message is checked (the producer's; not a system key: Java's
+#: producers set it as a user property)
+CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 MIN_OFFSET = "MIN_OFFSET"
 MAX_OFFSET = "MAX_OFFSET"
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"

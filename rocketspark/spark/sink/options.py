@@ -37,6 +37,9 @@ DEFAULT_PRODUCER_GROUP = "spark-rocketmq-producer"
 #: transactional writes default to a group of their own: brokers send checks to any producer of a
 #: half message's group, and only transactional writers can answer them
 DEFAULT_TRANSACTIONAL_GROUP = "spark-rocketmq-txn-producer"
+#: transactionMaxOpenSeconds: one of Apache's check rounds (transactionCheckInterval, 60 s): Apache
+#: writes an immune half message back once a round until the time passed, also after it was committed
+DEFAULT_TRANSACTION_MAX_OPEN_S = 60
 #: longer than a producer's 3 s: a write waits out a busy broker rather than fail the task
 DEFAULT_SEND_TIMEOUT_MS = 30_000
 DEFAULT_RETRIES = 2
@@ -58,6 +61,7 @@ KNOWN_SINK_OPTIONS = frozenset(
         "delaylevel",
         "transactional",
         "transactionlog",
+        "transactionmaxopenseconds",
         "checkpointlocation",  # Spark's, for streaming writes: the default place of transactionLog
         "queryname",  # Spark's, for a streaming query given a name: not used
         "path",  # what save(path) / start(path) passes: not used
@@ -103,6 +107,10 @@ class SinkOptions:
     #: directory of the batch records, when one is named (transactionLog, else in checkpointLocation)
     transactional: bool = False
     transaction_log: str | None = None
+    #: how long a batch's half messages may stay open (transactionMaxOpenSeconds): their
+    #: CHECK_IMMUNITY_TIME_IN_SECONDS, brokers do not check them before; 0: checked after the broker's
+    #: transactionTimeOut
+    transaction_max_open_s: int = DEFAULT_TRANSACTION_MAX_OPEN_S
 
     def idempotent(self, streaming: bool) -> bool:
         """Whether this write sends deterministic ids: by default streaming writes do, and batch
@@ -112,7 +120,14 @@ class SinkOptions:
         return streaming or self.txn_app_id is not None
 
     def check_kind(self, streaming: bool) -> None:
-        """ConfigError for a batch write asked for deterministic ids without naming a transaction."""
+        """ConfigError for a batch write asked for deterministic ids or a transactional write without
+        naming a transaction."""
+        if not streaming and self.transactional and self.txn_app_id is None:
+            raise ConfigError(
+                "option transactional=true needs the options txnAppId and txnVersion in a batch write: they "
+                "name the batch's transaction record, so a run that failed mid-commit is finished by the next "
+                "run of the same txnAppId and txnVersion instead of staying partly visible"
+            )
         if not streaming and self.idempotent(streaming) and self.txn_app_id is None:
             raise ConfigError(
                 "option idempotentWrites=true needs the options txnAppId and txnVersion in a batch write: "
@@ -166,7 +181,13 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         tls_trust=tls_trust,
         transactional=transactional,
         transaction_log=transaction_log_option(lowered),
+        transaction_max_open_s=_max_open(lowered),
     )
+
+
+def _max_open(lowered: Mapping[str, str]) -> int:
+    seconds = int_option(lowered, "transactionMaxOpenSeconds", minimum=0)
+    return DEFAULT_TRANSACTION_MAX_OPEN_S if seconds is None else seconds
 
 
 def _type_name(data_type: DataType) -> str:

@@ -6,14 +6,18 @@ attempt and handle) before it ends any half message, commits them all, then mark
 `committed` and rolls back the half messages of other attempts it was handed. If the record says a
 commit began already (a driver that died mid-commit, the batch run again after the restart), that
 commit is finished instead and every half message of the new run is rolled back: a consumer sees
-the batch's rows once. `abort` records its attempts as rolled back and rolls their half messages back.
-Both decide under the record's lock: two commits of one batch at once (a stopped query's commit
-runner still at work beside the restarted query's) commit one attempt.
+the batch's rows once. A record that says `committed` (the batch replayed after Spark lost its
+commit) ends nothing again: every END it lists was stored, and an Apache broker stores a commit
+each time it gets one. The ENDs of one queue go in the order of its half messages (ending.py).
+`abort` records its attempts as rolled back and rolls their half messages back.
+Both decide under the record's lock, and `commit` holds it through its ENDs: of two commits of one
+batch at once (a stopped query's commit runner still at work beside the restarted query's) the
+second finds the batch committed, and ends nothing. A commit that finds a `committing` record
+(its driver died among the ENDs) ends only the rows not in their queues yet (stored.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -22,9 +26,11 @@ from rocketspark.errors import RocketMQError
 from rocketspark.spark import cluster
 from rocketspark.spark.sink.options import SinkOptions
 from rocketspark.spark.sink.transactional.ending import end_halves
+from rocketspark.spark.sink.transactional.finishing import finish_commit
 from rocketspark.spark.sink.transactional.listener import producer_for
 from rocketspark.spark.sink.transactional.record import BatchRecord, RecordState, load, locked, save
 from rocketspark.spark.sink.transactional.sending import TaskHalves
+from rocketspark.spark.sink.transactional.stored import queue_starts
 
 log = logging.getLogger(__name__)
 
@@ -45,20 +51,22 @@ def commit_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> BatchReco
     if not tasks:
         return None
     path = _record_path(tasks)
-    producer = producer_for(options)
-    with locked(path):
-        record = load(path)
-        if record is not None and record.commits:
-            log.warning("transaction record %s: finishing the commit begun before (%s)", path, record.state.value)
-        else:
+    with locked(path):  # held through the ENDs: a second commit runner waits, then finds it committed
+        record = load(path)  # TransactionRecordError: a record that cannot be read ends nothing
+        if record is None or not record.commits:
             halves = tuple(half for task in tasks for half in task.halves)
-            record = BatchRecord(RecordState.COMMITTING, frozenset(task.attempt for task in tasks), halves)
+            producer = producer_for(options)
+            starts = cluster.run(queue_starts(producer, halves))
+            record = BatchRecord(RecordState.COMMITTING, frozenset(task.attempt for task in tasks), halves, starts)
             save(path, record)  # before any half message is ended
-    cluster.run(end_halves(producer, record.halves, TransactionStatus.COMMIT), None)
-    if record.state is not RecordState.COMMITTED:
-        record = dataclasses.replace(record, state=RecordState.COMMITTED)
-        with locked(path):
-            save(path, record)  # the same attempts: no other commit or abort replaces a committing record
+            to_end: Sequence[HalfMessage] | None = halves
+        else:
+            to_end = None  # a commit begun before: those not in their queues yet
+        if record.state is RecordState.COMMITTED:
+            # a replayed batch: every END was stored. Not again: Apache RocketMQ stores each END it gets
+            log.info("transaction record %s: the batch committed before; its half messages are not ended again", path)
+        else:
+            record = finish_commit(producer_for(options), path, record, to_end)
     _roll_back(options, _halves_outside(tasks, record.attempts))
     return record
 

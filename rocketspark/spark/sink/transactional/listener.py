@@ -3,8 +3,9 @@
 Every process of a query that sends or ends half messages (executors' Python workers, the driver's
 commit runner) holds a producer of the sink's group; a broker's check may reach any of them, and
 each answers from the batch's record (:mod:`rocketspark.spark.sink.transactional.record`). A producer
-that cannot read the record (a transaction log not shared with its host) answers UNKNOWN, so the
-broker asks again, maybe another producer.
+that cannot read the record (a transaction log not shared with its host, a damaged file) answers
+UNKNOWN, so the broker asks again, maybe another producer. A check of a batch whose commit its
+driver left unfinished makes the checked producer finish it (finishing.py).
 """
 
 from __future__ import annotations
@@ -16,11 +17,19 @@ from typing import Any
 
 from rocketspark.client.config import ClientConfig
 from rocketspark.client.producer.transaction import AsyncTransactionProducer, TransactionStatus
+from rocketspark.errors import RocketMQError, TransactionRecordError
 from rocketspark.message.message import Message, MessageExt
 from rocketspark.spark import cluster
 from rocketspark.spark.process_cache import ProcessCache
 from rocketspark.spark.sink.options import SinkOptions
-from rocketspark.spark.sink.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, BatchRecord, load
+from rocketspark.spark.sink.transactional.finishing import finish_orphan
+from rocketspark.spark.sink.transactional.record import (
+    ATTEMPT_PROPERTY,
+    RECORD_PROPERTY,
+    BatchRecord,
+    RecordState,
+    load,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +56,14 @@ class RecordListener:
     def __init__(self) -> None:
         self._cached: dict[str, tuple[tuple[int, int], BatchRecord]] = {}
         self._cache_lock = threading.Lock()
+        #: the producer whose checks this answers: it finishes a commit whose driver is gone
+        self.producer: AsyncTransactionProducer | None = None
 
     def _record(self, path: str) -> BatchRecord | None:
         try:
             stat = os.stat(path)
-        except OSError:
-            return load(path)  # None, or what load says about a record it cannot read
+        except FileNotFoundError:
+            return None
         version = (stat.st_mtime_ns, stat.st_size)
         with self._cache_lock:
             cached = self._cached.get(path)
@@ -74,10 +85,28 @@ class RecordListener:
         if not path or not attempt:
             log.warning("half message %s was not sent by the transactional sink: state unknown", message.msg_id)
             return TransactionStatus.UNKNOWN
-        record = self._record(path)
+        try:
+            record = self._record(path)
+        except (OSError, TransactionRecordError) as exc:
+            log.warning("check of half message %s: state unknown, %s", message.msg_id, exc)
+            return TransactionStatus.UNKNOWN
         answer = TransactionStatus.UNKNOWN if record is None else record.answer(attempt)
+        if record is not None and record.state is RecordState.COMMITTING and answer is TransactionStatus.UNKNOWN:
+            answer = self._finish_orphan(path)
         log.debug("check of half message %s (attempt %s of %s): %s", message.msg_id, attempt, path, answer.name)
         return answer
+
+    def _finish_orphan(self, path: str) -> TransactionStatus:
+        """ROLLBACK once this process finished the commit of the record at `path` (its rows are in
+        their queues: the half message asked about, if not ended by that, is a copy), else UNKNOWN."""
+        if self.producer is None:
+            return TransactionStatus.UNKNOWN
+        try:
+            finished = finish_orphan(self.producer, path)
+        except (RocketMQError, OSError, TimeoutError) as exc:
+            log.warning("finishing the commit of %s from a check failed (the next check tries again): %s", path, exc)
+            return TransactionStatus.UNKNOWN
+        return TransactionStatus.ROLLBACK if finished else TransactionStatus.UNKNOWN
 
 
 def producer_for(options: SinkOptions) -> AsyncTransactionProducer:
@@ -89,9 +118,10 @@ def producer_for(options: SinkOptions) -> AsyncTransactionProducer:
 
     def start() -> AsyncTransactionProducer:
         config = ClientConfig(namesrv_addr=options.namesrv_addr, instance_name=INSTANCE_NAME)
+        listener = RecordListener()
         producer = AsyncTransactionProducer(
             options.producer_group,
-            RecordListener(),
+            listener,
             client_config=config,
             send_timeout_ms=options.send_timeout_ms,
             retry_times_when_send_failed=0,
@@ -99,6 +129,7 @@ def producer_for(options: SinkOptions) -> AsyncTransactionProducer:
             use_tls=options.use_tls,
             tls_trust=options.tls_trust,
         )
+        listener.producer = producer
         cluster.run(producer.start())
         return producer
 

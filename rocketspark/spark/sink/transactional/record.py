@@ -2,19 +2,30 @@
 
 One JSON file per batch under the transaction log (`transactionLog`, by default
 `<checkpointLocation>/rocketmq-transactions`): `<query id>/<batch id>.json` for a streaming batch,
-`txn-<txnAppId>-<txnVersion>.json` or `job-<id>.json` for a batch write. Each half message names its
-record's path and its task attempt (the properties RECORD_PROPERTY and ATTEMPT_PROPERTY), so any
-producer of the group that can read the path answers the brokers' checks from it:
+`txn-<txnAppId>-<txnVersion>.json` for a batch write. Each half message names its record's path and
+its task attempt (the properties RECORD_PROPERTY and ATTEMPT_PROPERTY, which a copy of it keeps as it
+keeps its UNIQ_KEY), so any producer of the group that can read the path answers the brokers' checks
+from it:
 
 * no record: the batch has not committed yet (UNKNOWN);
 * `committing`: UNKNOWN for the attempts it lists (the driver is ending them, or a restarted driver
   will: a check answering COMMIT meanwhile would race it, and Apache RocketMQ stores a commit that
   arrives twice twice), ROLLBACK for any other;
-* `committed`: COMMIT for the attempts it lists (an end that never arrived), ROLLBACK for any other;
+* `committed`: ROLLBACK. The driver marks a record committed once the brokers stored the END of
+  every half message it lists, so a check of one of them is about a copy (Apache's check writes an
+  open half message back to its half queue and asks about the copy, which carries the same UNIQ_KEY,
+  record and attempt under new offsets) or raced that END: committing it would store its row twice.
+  Other attempts' half messages never commit;
 * `aborted`: ROLLBACK for the attempts it lists, UNKNOWN for others (a later run of the batch).
 
-`committing` is written (atomically, fsynced) before the driver ends any half message and lists
-every handle, so a driver that dies mid-commit finishes that same commit when the batch runs again.
+A streaming query's commit deletes the records and locks of its batches 100 and more batches back.
+
+`committing` is written (atomically, fsynced, its directories too) before the driver ends any half
+message and lists every handle and the max offset of each queue they commit to, so a driver that
+dies mid-commit is followed, when the batch runs again, by one that finishes that same commit,
+leaving out the rows already in their queues (:mod:`rocketspark.spark.sink.transactional.stored`). A
+record that exists but cannot be read fails the commit
+(:class:`rocketspark.errors.TransactionRecordError`): only a missing file means "no record".
 """
 
 from __future__ import annotations
@@ -30,9 +41,15 @@ from pathlib import Path
 import orjson
 
 from rocketspark.client.producer.transaction import HalfMessage, TransactionStatus
-from rocketspark.fileutil import write_atomically
+from rocketspark.errors import TransactionRecordError
+from rocketspark.fileutil import fsync_directory, write_atomically
+from rocketspark.spark.sink.transactional.stored import QueueStart
 
 log = logging.getLogger(__name__)
+
+#: records of a query's batches kept (Spark's default spark.sql.streaming.minBatchesToRetain; Spark
+#: runs only the last batch again, so any count of one or more would do)
+RETAINED_BATCHES = 100
 
 #: properties of every half message the sink sends (kept by the committed message)
 RECORD_PROPERTY = "RS_TXN_RECORD"
@@ -50,33 +67,57 @@ class BatchRecord:
     state: RecordState
     attempts: frozenset[str]  # committing/committed: the attempts that commit; aborted: those rolled back
     halves: tuple[HalfMessage, ...] = field(default=())  # committing/committed: every half message to commit
+    #: committing/committed: each queue the halves commit to and its max offset before the first END
+    starts: tuple[QueueStart, ...] = field(default=())
 
     def answer(self, attempt: str) -> TransactionStatus:
-        """How a check of a half message of `attempt` is answered."""
+        """How a check of a half message of `attempt` is answered (module docstring)."""
         listed = attempt in self.attempts
         if self.state is RecordState.ABORTED:
             return TransactionStatus.ROLLBACK if listed else TransactionStatus.UNKNOWN
-        if not listed:
-            return TransactionStatus.ROLLBACK
-        return TransactionStatus.COMMIT if self.state is RecordState.COMMITTED else TransactionStatus.UNKNOWN
+        if self.state is RecordState.COMMITTING and listed:
+            return TransactionStatus.UNKNOWN
+        return TransactionStatus.ROLLBACK
 
     @property
     def commits(self) -> bool:
         return self.state is not RecordState.ABORTED
 
     def to_json(self) -> bytes:
-        halves = [[h.topic, h.broker_name, h.queue_offset, h.commit_log_offset, h.msg_id] for h in self.halves]
-        return orjson.dumps({"state": self.state.value, "attempts": sorted(self.attempts), "halves": halves})
+        halves = [
+            [h.topic, h.broker_name, h.queue_offset, h.commit_log_offset, h.msg_id, h.queue_id] for h in self.halves
+        ]
+        document = {"state": self.state.value, "attempts": sorted(self.attempts), "halves": halves}
+        return orjson.dumps({**document, "starts": [list(start) for start in self.starts]})
 
     @classmethod
     def from_json(cls, data: bytes) -> BatchRecord:
         raw = orjson.loads(data)
-        halves = tuple(HalfMessage(str(t), str(b), int(q), int(c), str(m)) for t, b, q, c, m in raw["halves"])
-        return cls(RecordState(raw["state"]), frozenset(raw["attempts"]), halves)
+        halves = tuple(
+            HalfMessage(str(t), str(b), int(q), int(c), str(m), int(rest[0]) if rest else -1)
+            for t, b, q, c, m, *rest in raw["halves"]
+        )
+        starts = tuple((str(t), str(b), int(q), int(o)) for t, b, q, o in raw.get("starts", ()))
+        return cls(RecordState(raw["state"]), frozenset(raw["attempts"]), halves, starts)
 
 
 def stream_record_path(log_dir: str, query_id: str, batch_id: int) -> str:
     return str(Path(log_dir) / query_id / f"{batch_id}.json")
+
+
+def forget_old_batches(record_path: str, retained: int = RETAINED_BATCHES) -> int:
+    """Delete the records and locks of the query's batches `retained` or more batches older than the
+    one at `record_path` (a streaming batch's); how many records went. Spark runs only a query's last
+    batch again, so no commit reads them; a check of a stray half message of one is answered UNKNOWN."""
+    path = Path(record_path)
+    newest = int(path.stem)
+    forgotten = 0
+    for old in path.parent.glob("*.json"):
+        if old.stem.isdigit() and int(old.stem) <= newest - retained:
+            old.unlink(missing_ok=True)
+            Path(f"{old}.lock").unlink(missing_ok=True)
+            forgotten += 1
+    return forgotten
 
 
 def write_record_path(log_dir: str, name: str) -> str:
@@ -84,14 +125,27 @@ def write_record_path(log_dir: str, name: str) -> str:
 
 
 def load(path: str) -> BatchRecord | None:
-    """The record at `path`; None when there is none (or it cannot be read here: logged)."""
+    """The record at `path`; None when there is none. TransactionRecordError when the file exists but
+    cannot be read or is not a record."""
     try:
-        return BatchRecord.from_json(Path(path).read_bytes())
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("transaction record %s cannot be read: %s", path, exc)
-        return None
+    except OSError as exc:
+        raise _unreadable(path, exc) from exc
+    try:
+        return BatchRecord.from_json(data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _unreadable(path, exc) from exc
+
+
+def _unreadable(path: str, cause: Exception) -> TransactionRecordError:
+    return TransactionRecordError(
+        f"transaction record {path} cannot be read ({cause}): whether its batch committed is not known, so "
+        "nothing is ended from it. Make the file readable (permissions, the transactionLog mount) and run "
+        "the query again; if it is damaged, restore it from a backup or, when no END of its batch was sent "
+        "(no row of the batch is in the topic), delete it"
+    )
 
 
 @contextlib.contextmanager
@@ -99,14 +153,43 @@ def locked(path: str) -> Iterator[None]:
     """Hold the record's lock (`flock` of `<path>.lock`): a commit or abort decides and writes the
     record under it, so two Python workers committing one batch at once (a stopped query's commit
     still running beside the restarted query's) agree on one attempt."""
+    with _lock(path, wait=True):
+        yield
+
+
+@contextlib.contextmanager
+def locked_if_free(path: str) -> Iterator[bool]:
+    """Hold the record's lock if no one holds it (a commit under way does); whether it is held."""
+    with _lock(path, wait=False) as held:
+        yield held
+
+
+@contextlib.contextmanager
+def _lock(path: str, *, wait: bool) -> Iterator[bool]:
     lock_path = Path(f"{path}.lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    _make_directories(lock_path.parent)
     with lock_path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _make_directories(directory: Path) -> None:
+    """Create `directory` and its missing parents durably: each new directory's parent is fsynced, so
+    the record written in it (fsynced with its own directory) is not lost with its directory's name."""
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for new in reversed(missing):
+        new.mkdir(exist_ok=True)
+        fsync_directory(new.parent)
 
 
 def save(path: str, record: BatchRecord) -> None:

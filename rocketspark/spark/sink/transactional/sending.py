@@ -3,8 +3,11 @@
 Rows go to the queues the non-transactional sink would pick (:class:`rocketspark.spark.sink.writing.SplitRows`:
 `queueId`, `shardingKey`, the row's id, else round robin), with the same ids, one half message per
 row, in the rows' order per queue. Each carries its batch record's path and the task attempt's id
-(:mod:`rocketspark.spark.sink.transactional.record`). No consumer sees them until the driver commits the
-batch. A task that fails rolls back the half messages it knows it sent before the failure leaves it.
+(:mod:`rocketspark.spark.sink.transactional.record`) and, unless `transactionMaxOpenSeconds` is 0, that
+many seconds as CHECK_IMMUNITY_TIME_IN_SECONDS: a broker does not ask about it before (an open batch
+has no answer yet but UNKNOWN, which Apache RocketMQ counts towards its transactionCheckMax).
+No consumer sees them until the driver commits the batch. A task that fails rolls back the half
+messages it knows it sent before the failure leaves it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import pyarrow as pa
 from rocketspark.client.producer.transaction import AsyncTransactionProducer, HalfMessage, TransactionStatus
 from rocketspark.errors import RocketMQError, ValidationError
 from rocketspark.message.message import Message
+from rocketspark.message.properties import codec as props
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.spark import cluster
 from rocketspark.spark.sink.ids import IdScope
@@ -104,6 +108,8 @@ def send_task(
     producer = producer_for(options)
     attempt = uuid.uuid4().hex
     extra = {RECORD_PROPERTY: record_path, ATTEMPT_PROPERTY: attempt}
+    if options.transaction_max_open_s:
+        extra[props.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(options.transaction_max_open_s)
     sent: list[HalfMessage] = []
     split = SplitRows(options, partition, ids, producer)
     try:

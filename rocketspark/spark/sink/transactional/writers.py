@@ -4,7 +4,6 @@ handles; the driver's `commit` and `abort` end them (:mod:`rocketspark.spark.sin
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ from rocketspark.errors import ConfigError
 from rocketspark.spark.sink.options import SinkOptions
 from rocketspark.spark.sink.transactional.commit import abort_batch, commit_batch
 from rocketspark.spark.sink.transactional.options import require_log
-from rocketspark.spark.sink.transactional.record import stream_record_path, write_record_path
+from rocketspark.spark.sink.transactional.record import forget_old_batches, stream_record_path, write_record_path
 from rocketspark.spark.sink.transactional.sending import TaskHalves, send_task
 from rocketspark.spark.sink.writers import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, id_scope
 
@@ -53,11 +52,10 @@ def _describe(tasks: Sequence[TaskHalves]) -> str:
 
 class TransactionalBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
-        options.check_kind(streaming=False)
+        options.check_kind(streaming=False)  # txnAppId and txnVersion are set
         log_dir = require_log(options.transaction_log)
-        name = f"txn-{options.txn_app_id}-{options.txn_version}" if options.txn_app_id else f"job-{uuid.uuid4().hex}"
         self.options = options
-        self.record_path = write_record_path(log_dir, name)
+        self.record_path = write_record_path(log_dir, f"txn-{options.txn_app_id}-{options.txn_version}")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalCommitMessage:
         return TransactionalCommitMessage(_write(self.options, iterator, False, self.record_path))
@@ -85,6 +83,10 @@ class TransactionalStreamWriter(DataSourceStreamArrowWriter):
         tasks = _tasks(messages)
         commit_batch(self.options, tasks)
         log.info("batch %d committed %s", batchId, _describe(tasks))
+        if tasks:
+            forgotten = forget_old_batches(tasks[0].record_path)
+            if forgotten:
+                log.info("deleted the transaction records of %d batches before batch %d", forgotten, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         tasks = _tasks(messages)

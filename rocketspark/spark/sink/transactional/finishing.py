@@ -1,0 +1,71 @@
+"""Finishing a begun commit: the driver's own, a restarted driver's, or a check's for a driver that is gone.
+
+A `committing` record lists every half message of the batch's committing attempts and, per queue,
+the offset its queue had before the first END (record.py). Finishing it ends, in each queue's order,
+the half messages whose row is not in their queue yet (stored.py: an Apache broker stores every END
+it gets, so a row already committed must not be ended again), then marks the record `committed`.
+The caller holds the record's lock.
+
+A check of a half message whose record says `committing`, written at least `ORPHAN_COMMIT_AGE_S`
+ago, finishes the commit from the checked producer's process (`finish_orphan`) when no one holds
+the record's lock: a driver that is committing holds it from its decision to its last END, so one
+that does not is gone, and without this a query that is never run again would leave its batch
+partly visible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Sequence
+
+from rocketspark.client.producer.transaction import AsyncTransactionProducer, HalfMessage, TransactionStatus
+from rocketspark.spark import cluster
+from rocketspark.spark.sink.transactional.ending import end_halves
+from rocketspark.spark.sink.transactional.record import BatchRecord, RecordState, load, locked_if_free, save
+from rocketspark.spark.sink.transactional.stored import not_stored_yet
+
+log = logging.getLogger(__name__)
+
+#: how old a `committing` record must be before a check finishes its commit
+ORPHAN_COMMIT_AGE_S = 60.0
+
+
+def finish_commit(
+    producer: AsyncTransactionProducer, path: str, record: BatchRecord, halves: Sequence[HalfMessage] | None = None
+) -> BatchRecord:
+    """End `halves` (by default those of the record not in their queues yet) and mark the record
+    committed; the record as saved."""
+    if halves is None:
+        halves = cluster.run(not_stored_yet(producer, producer.group, record.halves, record.starts))
+        log.warning(
+            "transaction record %s: finishing the commit begun before (%d of %d rows not in their queues yet)",
+            path,
+            len(halves),
+            len(record.halves),
+        )
+    cluster.run(end_halves(producer, halves, TransactionStatus.COMMIT), None)
+    committed = dataclasses.replace(record, state=RecordState.COMMITTED)
+    save(path, committed)
+    return committed
+
+
+def finish_orphan(producer: AsyncTransactionProducer, path: str) -> bool:
+    """Finish the commit of the `committing` record at `path` if its driver is gone (above); whether
+    it was finished here."""
+    try:
+        if time.time() - os.stat(path).st_mtime < ORPHAN_COMMIT_AGE_S:
+            return False
+    except FileNotFoundError:
+        return False
+    with locked_if_free(path) as held:
+        if not held:
+            return False  # a driver is committing it
+        record = load(path)
+        if record is None or record.state is not RecordState.COMMITTING:
+            return False
+        log.warning("transaction record %s: its driver is gone mid-commit; a check finishes it", path)
+        finish_commit(producer, path, record)
+        return True

@@ -1,0 +1,212 @@
+"""Transactional writes on Apache's semantics (brokers with `flavor=apache`: every END stored, open half
+messages checked through copies) with checks every second, and the order of rows within a queue on
+both flavors. docs/spark.md, "Transactions"."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from rocketspark.client.api.offset import get_max_offset
+from rocketspark.message.validation import TRANS_HALF_TOPIC
+from rocketspark.remoting.client import RemotingClient
+from tests.harness import ServerFactory
+from tests.integration.broker_client import pull_all
+from tests.spark.cluster import SparkCluster, two_brokers_on
+from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, stream
+from tests.spark.test_exactly_once import finish
+from tests.spark.test_sink_brokers import fill
+from tests.spark.test_sink_transactions import BROKER_SETTINGS, Reader, committed_attempts_only, group_member, visible
+
+#: Apache's check every second, half messages open a second checked; no move to the check-max topic
+APACHE_SETTINGS = tuple(
+    arg
+    for setting in (
+        "flavor=apache",
+        "transactionTimeOut=1000",
+        "transactionCheckInterval=1000",
+        "transactionCheckMax=1000",
+        "waitTimeMillsInSendQueue=5000",
+    )
+    for arg in ("--set", setting)
+)
+
+
+@pytest.fixture(scope="module")
+def apache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    factory = ServerFactory(tmp_path_factory.mktemp("apache-transactions-cluster"))
+    try:
+        yield two_brokers_on(factory, *APACHE_SETTINGS)
+    finally:
+        factory.stop_all()
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    factory = ServerFactory(tmp_path_factory.mktemp("bundled-transactions-cluster"))
+    try:
+        yield two_brokers_on(factory, *BROKER_SETTINGS)
+    finally:
+        factory.stop_all()
+
+
+def half_messages(cluster: SparkCluster) -> int:
+    async def ask() -> int:
+        client = RemotingClient()
+        try:
+            return sum([await get_max_offset(client, b.address, TRANS_HALF_TOPIC, 0) for b in cluster.brokers.values()])
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3 * QUERY_TIMEOUT_S + 120)
+@pytest.mark.parametrize("max_open", ["0", "3"])
+def test_batches_open_longer_than_the_check_timeout_write_every_row_once_on_apache(
+    spark: SparkSession, apache: SparkCluster, tmp_path: Path, max_open: str
+) -> None:
+    """A slow UDF keeps each batch's half messages open for seconds: Apache's check writes them back
+    and asks about the copies while the batch is open (UNKNOWN, no record yet; with
+    transactionMaxOpenSeconds=3 only once that passed) and after the commit (ROLLBACK: the driver's
+    ENDs stored every row). A replayed batch, committed before, ends nothing again."""
+    source, target = f"TxApIn{max_open}", f"TxApOut{max_open}"
+    apache.create_topic(source, queues=2, on=("broker-a",))
+    apache.create_topic(target)
+    bodies = fill(apache, source, 600)
+
+    @F.udf("string")
+    def slow(body: str) -> str:
+        time.sleep(0.04)  # 150 rows a task: 6 s; a task's first rows reach the sink 100 at a time
+        return body
+
+    halves_before = half_messages(apache)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "20")  # rows are sent as they come
+    checkpoint = tmp_path / "ckpt"
+
+    def run() -> None:
+        frame = stream(
+            spark, apache, source, f"{source}_copier", startingOffsets="earliest", maxMessagesPerTrigger="300"
+        )
+        frame = frame.select(slow(F.col("body").cast("string")).alias("body"))
+        writer = frame.writeStream.format("rocketmq").option("nameserver", apache.namesrv_addr).option("topic", target)
+        writer = writer.option("transactional", "true").option("transactionMaxOpenSeconds", max_open)
+        writer = writer.option("checkpointLocation", str(checkpoint))
+        finish(writer.trigger(availableNow=True).start())
+
+    try:
+        run()
+        assert visible(apache, target) == Counter(bodies)
+        # copies were written back (at least one round per open half message)
+        assert half_messages(apache) > halves_before + len(bodies)
+        assert forget_last_commit(checkpoint) >= 1  # the last batch replayed, as after a driver that died
+        run()
+        with group_member(apache, target):  # answers the later rounds' checks of the copies
+            time.sleep(5 if max_open == "0" else 8)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert visible(apache, target) == Counter(bodies)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3 * QUERY_TIMEOUT_S + 120)
+def test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_once_on_apache(
+    spark: SparkSession, apache: SparkCluster, tmp_path: Path
+) -> None:
+    """A task fails after sending half messages (the query fails), the query runs again: its rows
+    appear once, none of the failed attempt's, while the brokers check copies of both."""
+    apache.create_topic("TxApFailIn", queues=2, on=("broker-a",))
+    apache.create_topic("TxApFailOut")
+    bodies = fill(apache, "TxApFailIn", 1_000)
+    marker = str(tmp_path / "failed-once")
+    doomed = bodies[300]
+
+    @F.udf("string")
+    def fails_once(body: str) -> str:
+        time.sleep(0.004)  # 500 rows a task: 2 s, past transactionTimeOut
+        if body == doomed and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError("the first attempt of this task fails here")
+        return body
+
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")  # the task sends rows before it fails
+    reader = Reader(apache, "TxApFailOut")
+    reader.start()
+    frame = stream(spark, apache, "TxApFailIn", "TxApFail_copier", startingOffsets="earliest")
+    writer = frame.select(fails_once(F.col("body").cast("string")).alias("body")).writeStream.format("rocketmq")
+    writer = writer.option("nameserver", apache.namesrv_addr).option("topic", "TxApFailOut")
+    writer = writer.option("transactional", "true").option("checkpointLocation", str(tmp_path / "ckpt"))
+    writer = writer.option("transactionMaxOpenSeconds", "0")
+    try:
+        query = writer.trigger(availableNow=True).start()
+        with pytest.raises(Exception, match="first attempt of this task fails"):
+            query.awaitTermination(QUERY_TIMEOUT_S)
+        finish(writer.trigger(availableNow=True).start())
+        with group_member(apache, "TxApFailOut"):  # answers the checks of stray copies
+            time.sleep(5)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        reader.stopping.set()
+        reader.join(30)
+    committed_attempts_only(reader)
+    assert Counter(reader.bodies) == Counter(bodies)
+    assert visible(apache, "TxApFailOut") == Counter(bodies)
+
+
+ROWS = 20_000
+QUEUES = 2
+
+
+def queue_ids(cluster: SparkCluster, topic: str) -> dict[int, list[int]]:
+    """The row ids in each queue of broker-a, in the queue's order."""
+
+    async def pull() -> dict[int, list[int]]:
+        client = RemotingClient()
+        try:
+            broker = cluster.brokers["broker-a"].address
+            return {
+                queue_id: [int(m.body) for m in await pull_all(client, broker, topic, queue_id)]
+                for queue_id in range(QUEUES)
+            }
+        finally:
+            await client.close()
+
+    return asyncio.run(pull())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2 * QUERY_TIMEOUT_S + 120)
+@pytest.mark.parametrize("flavor", ["rocketspark", "apache"])
+def test_rows_of_one_queue_appear_in_the_order_of_their_partition(
+    spark: SparkSession, request: pytest.FixtureRequest, tmp_path: Path, flavor: str
+) -> None:
+    """20,000 rows, two Spark partitions of contiguous ids, each row to queue id % 2: 10,000 rows a
+    queue; in each queue the rows of each partition come in the partition's order."""
+    cluster: SparkCluster = request.getfixturevalue("apache" if flavor == "apache" else "bundled")
+    topic = f"TxOrder{flavor}"
+    cluster.create_topic(topic, queues=QUEUES, on=("broker-a",))
+    frame = spark.range(0, ROWS, numPartitions=2).select(
+        F.col("id").cast("string").alias("body"),
+        F.lit(topic).alias("topic"),
+        (F.col("id") % QUEUES).cast("int").alias("queueId"),
+    )
+    writer = frame.write.format("rocketmq").option("nameserver", cluster.namesrv_addr)
+    writer = writer.option("transactional", "true").option("transactionLog", str(tmp_path / "log"))
+    writer = writer.option("transactionMaxOpenSeconds", "30")  # Apache rewrites immune half messages each round
+    writer.option("txnAppId", "order").option("txnVersion", "1").mode("append").save()
+    stored = queue_ids(cluster, topic)
+    assert sorted(stored[0] + stored[1]) == list(range(ROWS))  # every row once
+    for queue_id, ids in stored.items():
+        assert len(ids) == ROWS // QUEUES
+        for low, high in ((0, ROWS // 2), (ROWS // 2, ROWS)):  # each partition's ids
+            of_partition = [i for i in ids if low <= i < high]
+            assert of_partition == sorted(of_partition), f"queue {queue_id}: rows of a partition out of order"
