@@ -73,9 +73,7 @@ def table_rows(split: dict[str, Any], pushed: dict[str, Any]) -> list[list[Any]]
     """Rows of the spark-source table (read, rows, seconds, rows/s; the other columns "-")."""
     reads = [(f"one queue, {k}", v) for k, v in split.items()]
     reads += [(f"last 1% by time, {k}", v) for k, v in pushed.items() if k != "since"]
-    return [
-        [name, f["rows"], round(f["seconds"], 1), round(f["rows"] / f["seconds"]), "-", "-", "-"] for name, f in reads
-    ]
+    return [[name, f["rows"], round(f["seconds"], 1), round(f["rows"] / f["seconds"]), *["-"] * 4] for name, f in reads]
 
 
 def _store_time(target: Cluster, broker: str, queue_id: int, offset: int) -> dt.datetime:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from broker.store.append_requests import AppendRequest, StandardMessage
+from broker.store.append_requests import AppendRequest, StandardBatchFields, StandardMessage
 from broker.store.appender import CommitLogAppender, Round
 from broker.store.checkpoint import Checkpoint
 from broker.store.commitlog import CommitLog
@@ -202,6 +202,7 @@ class MessageStore:
         born_timestamp: int,
         born_host: str,
         properties: pa.StringArray | None = None,
+        standard: StandardBatchFields | None = None,
     ) -> asyncio.Future[PutResult]:
         """Store a producer's Arrow batch (PRODUCER_SCHEMA) in one queue: the future of the result,
         queued or refused as :meth:`put_messages`.
@@ -218,6 +219,7 @@ class MessageStore:
                 arrow_properties=properties,
                 born_timestamp=born_timestamp,
                 born_host=born_host,
+                standard=standard,
             )
         )
         return future
