@@ -15,6 +15,8 @@ import random
 from collections.abc import Awaitable
 from typing import Protocol
 
+import numpy as np
+
 from broker.context import (
     HasAddress,
     HasConfig,
@@ -32,7 +34,7 @@ from broker.store.results import PutResult, PutStatus
 from broker.transaction.half import half_message, is_half
 from rocketspark.errors import ValidationError
 from rocketspark.message import sysflag
-from rocketspark.message.ids import offset_msg_id
+from rocketspark.message.ids import offset_msg_id, offset_msg_ids
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import (
     SCHEDULE_TOPIC,
@@ -124,7 +126,11 @@ def check_message(broker: SendContext, body: bytes, encoded: str, properties: di
 
 
 def send_response(broker: SendContext, request: RemotingCommand, result: PutResult) -> RemotingCommand:
-    msg_ids = ",".join(offset_msg_id(broker.address, o) for o in result.commit_log_offsets)
+    offsets = result.commit_log_offsets
+    if len(offsets) == 1:
+        msg_ids = offset_msg_id(broker.address, offsets[0])
+    else:  # a batch: every message's msgId, comma-joined
+        msg_ids = ",".join(offset_msg_ids(broker.address, np.asarray(offsets, dtype=np.int64)).to_pylist())
     code = ResponseCode.SUCCESS if result.status is PutStatus.PUT_OK else ResponseCode.FLUSH_DISK_TIMEOUT
     response = request.response(
         code, header=SendMessageResponseHeader(msg_ids, result.queue_id, result.first_queue_offset)
