@@ -408,7 +408,8 @@ class AsyncProducer:
     async def _send_arrow_chunk(
         self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue | None
     ) -> list[SendResult]:
-        if not self.use_arrow:
+        if not self.use_arrow or await self._standard_only_for(topic, queue):
+            # not through an attempt that gives up: that would take a queue from the selector for nothing
             return await self._send_standard_rows(topic, chunk, queue)
         header = self._header(Message(topic, b""), {}, 0)
         first_id = chunk.column("uniq_key")[0].as_py()
@@ -437,6 +438,13 @@ class AsyncProducer:
         if result is not None:
             return [result]
         return await self._send_standard_rows(topic, chunk, queue)
+
+    async def _standard_only_for(self, topic: str, queue: MessageQueue | None) -> bool:
+        """Whether every broker a send to `topic` (or to `queue`) may go to lacks the Arrow send."""
+        if not self._standard_only:
+            return False
+        queues = [queue] if queue is not None else await self.fetch_publish_queues(topic)
+        return all(q.broker_name in self._standard_only for q in queues)
 
     async def _send_standard_rows(
         self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue | None
