@@ -6,6 +6,8 @@ padded to 128 bytes, as binary) in two ways, alternating, twice each (the faster
 - "discard": a Python `DataSourceArrowWriter` that counts its batches' rows and drops them, the
   cost of Spark's side (Spark's JVM `noop` sink skips the Python writer and is no fair ceiling);
 - "rocketmq": the sink, each run into a fresh 8-queue topic; the broker must then hold every row;
+- "rocketmq, arrowEnable=false": the same into a second broker started with `arrowEnable=false`
+  (the standard codes only, as an Apache broker offers: the sink sends SEND_BATCH_MESSAGE);
 - "rocketmq transactional": the sink with `transactional=true`, of at most TRANSACTIONAL_ROWS rows.
 
 The other ceiling is the broker's: the `ingest` scenario's Arrow sends (batches of 10,000, 2 in
@@ -174,6 +176,17 @@ def profiled(pids: dict[str, int], directory: Path) -> Iterator[None]:
             recorder.wait(30)
 
 
+async def write_standard(frame: DataFrame, standard: Cluster, topic: str, limit: int) -> float:
+    """The sink's write into the arrowEnable=false broker: rows/s; the broker must hold every row."""
+    await fresh_topic(standard, topic)
+    elapsed = write_rocketmq(frame, standard, topic)
+    held = await stored(standard, topic)
+    progress(f"rocketmq, arrowEnable=false: {limit:,} rows in {elapsed:.1f} s: {held / elapsed:,.0f} rows/s")
+    if held != limit:
+        raise RuntimeError(f"the sink wrote {limit:,} rows but the arrowEnable=false broker holds {held:,}")
+    return held / elapsed
+
+
 async def ingest_ceiling(seconds: float, limit: int) -> float:
     row = await ingest.run_mode("arrow10k", "async", seconds, limit)
     rate = row[5]  # mode, flush, dup window, messages, seconds, msg/s
@@ -185,7 +198,11 @@ async def main(seconds: float, limit: int) -> None:
     ingest_rates = [await ingest_ceiling(seconds, limit)]
     best: dict[str, float] = {}
     verified = True
-    with cluster() as target, tempfile.TemporaryDirectory(prefix="rocketspark-bench-sink-") as tmp:
+    with (
+        cluster() as target,
+        cluster(broker_settings=("arrowEnable=false",)) as standard,
+        tempfile.TemporaryDirectory(prefix="rocketspark-bench-sink-") as tmp,
+    ):
         # the discard source's classes must be importable by Spark's Python workers
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
         spark = local_session(
@@ -197,8 +214,9 @@ async def main(seconds: float, limit: int) -> None:
             spark.dataSource.register(DiscardDataSource)
             frame = bodies(spark, limit)
             progress("warming up: starting Python workers, the producers and their connections")
-            await fresh_topic(target, "BenchSinkWarmup")
-            write_rocketmq(bodies(spark, 20_000), target, "BenchSinkWarmup")
+            for each in (target, standard):
+                await fresh_topic(each, "BenchSinkWarmup")
+                write_rocketmq(bodies(spark, 20_000), each, "BenchSinkWarmup")
             write_discard(bodies(spark, 20_000), Path(tmp) / "count")
             for round_number in range(ROUNDS):
                 rows, elapsed = write_discard(frame, Path(tmp) / "count")
@@ -214,6 +232,7 @@ async def main(seconds: float, limit: int) -> None:
                 if held != limit:
                     raise RuntimeError(f"the sink wrote {limit:,} rows but the broker holds {held:,}")
                 best["rocketmq"] = max(best.get("rocketmq", 0.0), held / elapsed)
+                best["standard"] = max(best.get("standard", 0.0), await write_standard(frame, standard, topic, limit))
                 held, rate = await write_transactional(frame, target, f"BenchSinkTx{round_number}", Path(tmp), limit)
                 verified &= held == min(limit, TRANSACTIONAL_ROWS)
                 best["transactional"] = max(best.get("transactional", 0.0), rate)
@@ -231,14 +250,22 @@ async def main(seconds: float, limit: int) -> None:
     spark_ceiling, broker_ceiling = best["discard"], max(ingest_rates)
     lower = min(spark_ceiling, broker_ceiling)
     table = [
-        ["ceiling: Python Arrow writer discarding its batches", limit, round(spark_ceiling), "-"],
-        ["ceiling: ingest, Arrow batches of 10,000 (ASYNC_FLUSH)", limit, round(broker_ceiling), "-"],
-        ['df.write.format("rocketmq")', limit, round(best["rocketmq"]), round(best["rocketmq"] / lower, 2)],
+        ["ceiling: Python Arrow writer discarding its batches", limit, round(spark_ceiling), "-", "-"],
+        ["ceiling: ingest, Arrow batches of 10,000 (ASYNC_FLUSH)", limit, round(broker_ceiling), "-", "-"],
+        ['df.write.format("rocketmq")', limit, round(best["rocketmq"]), round(best["rocketmq"] / lower, 2), "-"],
+        [
+            'df.write.format("rocketmq"), arrowEnable=false',
+            limit,
+            round(best["standard"]),
+            round(best["standard"] / lower, 2),
+            round(best["standard"] / best["rocketmq"], 2),
+        ],
         [
             'df.write.format("rocketmq") transactional=true',
             min(limit, TRANSACTIONAL_ROWS),
             round(best["transactional"]),
             round(best["transactional"] / lower, 2),
+            "-",
         ],
     ]
     notes = {
@@ -249,5 +276,7 @@ async def main(seconds: float, limit: int) -> None:
         "ingest_rates": ingest_rates,
         "ratio_to_lower_ceiling": round(best["rocketmq"] / lower, 3),
         "transactional_vs_default": round(best["transactional"] / best["rocketmq"], 3),
+        "standard_vs_arrow": round(best["standard"] / best["rocketmq"], 3),
     }
-    record("spark-sink", ["write", "rows", "rows/s", "vs lower ceiling"], table, notes)
+    columns = ["write", "rows", "rows/s", "vs lower ceiling", "arrowEnable=false / Arrow"]
+    record("spark-sink", columns, table, notes)

@@ -51,7 +51,8 @@ def min_partitions(read: Read, stored: dict[int, int], broker: str) -> dict[str,
 
 def pushdown(spark: SparkSession, read: Read, target: Cluster, stored: dict[int, int], broker: str) -> dict[str, Any]:
     """The last 1% by time with pushdown on and off: rows, seconds, messages the broker sent."""
-    since = _store_time(target, broker, min(stored), int(max(stored.values()) * 0.99))
+    first = min(stored)
+    since = _store_time(target, broker, first, int(stored[first] * 0.99))
     figures: dict[str, Any] = {"since": since.isoformat()}
     for name, enabled in (("with pushdown", True), ("without pushdown", False)):
         spark.conf.set(PUSHDOWN, str(enabled).lower())
@@ -73,9 +74,7 @@ def table_rows(split: dict[str, Any], pushed: dict[str, Any]) -> list[list[Any]]
     """Rows of the spark-source table (read, rows, seconds, rows/s; the other columns "-")."""
     reads = [(f"one queue, {k}", v) for k, v in split.items()]
     reads += [(f"last 1% by time, {k}", v) for k, v in pushed.items() if k != "since"]
-    return [
-        [name, f["rows"], round(f["seconds"], 1), round(f["rows"] / f["seconds"]), "-", "-", "-"] for name, f in reads
-    ]
+    return [[name, f["rows"], round(f["seconds"], 1), round(f["rows"] / f["seconds"]), *["-"] * 4] for name, f in reads]
 
 
 def _store_time(target: Cluster, broker: str, queue_id: int, offset: int) -> dt.datetime:

@@ -35,7 +35,7 @@ from bench.report import percentiles_ms, progress, record
 from rocketspark.client.api import admin, pull, send
 from rocketspark.message.ids import UniqueIdGenerator
 from rocketspark.message.properties import codec as props
-from rocketspark.message.records.batch_body import encode_batch_body
+from rocketspark.message.records.batch_body import BatchColumns, encode_batch_body
 from rocketspark.message.records.decoding import decode_records
 from rocketspark.processes import wait_registered
 from rocketspark.protocol.body.topic import TopicConfig
@@ -115,7 +115,9 @@ class ThinRocketMQ:
 
     async def send_batch(self) -> int:
         keys = [self.ids.next() for _ in range(BATCH)]
-        body = encode_batch_body([(0, BODY, props.encode_properties({props.UNIQ_KEY: k})) for k in keys])
+        body = encode_batch_body(
+            BatchColumns.of([(0, BODY, props.encode_properties({props.UNIQ_KEY: k})) for k in keys])
+        )
         header = self._header(self.topic, properties="", batch=True)
         code = RequestCode.SEND_BATCH_MESSAGE
         await send.send_message(self.client, self.address, BROKER_NAME, header, body, msg_id="", code=code, count=BATCH)

@@ -15,6 +15,8 @@ import random
 from collections.abc import Awaitable
 from typing import Protocol
 
+import numpy as np
+
 from broker.context import (
     HasAddress,
     HasConfig,
@@ -25,15 +27,15 @@ from broker.context import (
     HasSubscriptionGroups,
     HasTopics,
 )
+from broker.processors.send_batch import BATCH_REFUSAL, StandardBatch, read_standard_batch
 from broker.retry import dead_letter_queue, exhausted, subscription_group
 from broker.store.results import PutResult, PutStatus
-from broker.store.writer.append_requests import StandardMessage
+from broker.store.writer.append_requests import StandardBatchFields, StandardMessage
 from broker.transaction.half import half_message, is_half
 from rocketspark.errors import ValidationError
 from rocketspark.message import sysflag
-from rocketspark.message.ids import offset_msg_id
+from rocketspark.message.ids import offset_msg_id, offset_msg_ids
 from rocketspark.message.properties import codec as props
-from rocketspark.message.records.batch_body import BatchDecodeError, decode_batch_body
 from rocketspark.message.validation import (
     SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,
@@ -124,7 +126,11 @@ def check_message(broker: SendContext, body: bytes, encoded: str, properties: di
 
 
 def send_response(broker: SendContext, request: RemotingCommand, result: PutResult) -> RemotingCommand:
-    msg_ids = ",".join(offset_msg_id(broker.address, o) for o in result.commit_log_offsets)
+    offsets = result.commit_log_offsets
+    if len(offsets) == 1:
+        msg_ids = offset_msg_id(broker.address, offsets[0])
+    else:  # a batch: every message's msgId, comma-joined
+        msg_ids = ",".join(offset_msg_ids(broker.address, np.asarray(offsets, dtype=np.int64)).to_pylist())
     code = ResponseCode.SUCCESS if result.status is PutStatus.PUT_OK else ResponseCode.FLUSH_DISK_TIMEOUT
     response = request.response(
         code, header=SendMessageResponseHeader(msg_ids, result.queue_id, result.first_queue_offset)
@@ -150,13 +156,42 @@ class SendMessageProcessor:
         and a send waiting for its first step would hold its body in memory unchecked."""
         header = decode_send_header(request)
         _, queue_id = resolve_send_queue(self.broker, header, connection)
-        messages, level = self._messages(header, request, connection.remote_address)
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or bool(header.batch)
+        if batch:
+            taken = read_standard_batch(
+                request.body, max_message_size=self.broker.store_config.max_message_size, sys_flag=header.sys_flag
+            )
+            if not taken.forwarded and group_of_retry_topic(header.topic) is None:
+                return self._answer(
+                    request, len(taken.columns), self._put_batch(header, queue_id, taken, connection), None
+                )
+            raw = taken.columns.rows()  # the rare batch whose messages change on the way: one at a time
+        else:
+            raw = [(header.flag, request.body, header.properties or "")]
+        messages, level = self._messages(header, raw, batch, connection.remote_address)
         topic, stored_queue_id, messages = self._destination(header, queue_id, messages, level)
         wait = all(m.wait_store_ok for m in messages)
         stored = self.broker.store.put_messages(topic, stored_queue_id, messages, wait_flush=wait)
         # a delayed or half message is answered with the queue it was sent to, as Java does
         parked = topic in (SCHEDULE_TOPIC, TRANS_HALF_TOPIC)
         return self._answer(request, len(messages), stored, queue_id if parked else None)
+
+    def _put_batch(
+        self, header: SendMessageRequestHeader, queue_id: int, taken: StandardBatch, connection: Connection
+    ) -> Awaitable[PutResult]:
+        """Store a checked batch as the producer batch it was taken apart into."""
+        fields = StandardBatchFields(
+            taken.columns.flags, header.sys_flag, header.reconsume_times or 0, taken.wait_store_ok
+        )
+        return self.broker.store.put_arrow(
+            header.topic,
+            queue_id,
+            taken.batch,
+            born_timestamp=header.born_timestamp,
+            born_host=connection.remote_address,
+            properties=taken.columns.properties,
+            standard=fields,
+        )
 
     def _destination(
         self, header: SendMessageRequestHeader, queue_id: int, messages: list[StandardMessage], level: int
@@ -192,20 +227,10 @@ class SendMessageProcessor:
         return send_response(self.broker, request, result)
 
     def _messages(
-        self, header: SendMessageRequestHeader, request: RemotingCommand, born_host: str
+        self, header: SendMessageRequestHeader, raw: list[tuple[int, bytes, str]], batch: bool, born_host: str
     ) -> tuple[list[StandardMessage], int]:
-        """The send's messages, checked, and the delay level of a single message (batches have none)."""
-        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or bool(header.batch)
-        if batch:
-            try:
-                entries = decode_batch_body(request.body)
-            except BatchDecodeError as exc:
-                raise ValidationError(f"malformed batch body: {exc}", code=ResponseCode.MESSAGE_ILLEGAL) from None
-            if not entries:
-                raise ValidationError("the batch holds no message", code=ResponseCode.MESSAGE_ILLEGAL)
-            raw = [(e.flag, e.body, e.properties) for e in entries]
-        else:
-            raw = [(header.flag, request.body, header.properties or "")]
+        """The send's (flag, body, properties) messages, checked, and the delay level of a single
+        message (batches have none)."""
         messages = []
         level = 0
         for flag, body, sent in raw:
@@ -216,10 +241,7 @@ class SendMessageProcessor:
                 encoded = props.encode_properties(properties)
             level = check_message(self.broker, body, encoded, properties, header.sys_flag)
             if (level or is_half(properties)) and batch:
-                raise ValidationError(
-                    "a batch may not hold delayed (DELAY) or transactional (TRAN_MSG) messages; send them one by one",
-                    code=ResponseCode.MESSAGE_ILLEGAL,
-                )
+                raise ValidationError(BATCH_REFUSAL, code=ResponseCode.MESSAGE_ILLEGAL)
             messages.append(
                 StandardMessage(
                     body=body,

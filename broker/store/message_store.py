@@ -35,7 +35,7 @@ from broker.store.queues.index import key_hash
 from broker.store.queues.recovery_check import logics_agree_with_log
 from broker.store.results import GetResult, GetStatus, PutResult, QueueStats
 from broker.store.retention import InFlightReads, Retention
-from broker.store.writer.append_requests import AppendRequest, StandardMessage
+from broker.store.writer.append_requests import AppendRequest, StandardBatchFields, StandardMessage
 from broker.store.writer.appender import CommitLogAppender
 from broker.store.writer.commit_round import CommitRound
 from rocketspark.service import PeriodicService
@@ -193,6 +193,7 @@ class MessageStore:
         born_timestamp: int,
         born_host: str,
         properties: pa.StringArray | None = None,
+        standard: StandardBatchFields | None = None,
     ) -> asyncio.Future[PutResult]:
         """Store a producer's Arrow batch (PRODUCER_SCHEMA) in one queue: the future of the result,
         queued or refused as :meth:`put_messages`.
@@ -209,6 +210,7 @@ class MessageStore:
                 arrow_properties=properties,
                 born_timestamp=born_timestamp,
                 born_host=born_host,
+                standard=standard,
             )
         )
         return future

@@ -7,8 +7,10 @@ nothing relies on Spark calling `stop()`.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Coroutine
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from rocketspark.client.config import ClientConfig
@@ -35,6 +37,11 @@ QUERY_TIMEOUT_S = 30.0
 def run(coroutine: Coroutine[Any, Any, T], timeout_s: float | None = QUERY_TIMEOUT_S) -> T:
     """Run on the process's event-loop thread and wait for the result."""
     return shared_loop().run(coroutine, timeout_s)
+
+
+def submit(coroutine: Coroutine[Any, Any, T]) -> Future[T]:
+    """Start on the process's event-loop thread; the caller collects the result later."""
+    return asyncio.run_coroutine_threadsafe(coroutine, shared_loop().loop)
 
 
 def instance(

@@ -8,7 +8,7 @@ from rocketspark.client.api.pull import PullResult, pull_message
 from rocketspark.client.api.send import SendResult, send_message
 from rocketspark.message.message import MessageExt
 from rocketspark.message.properties.codec import encode_properties
-from rocketspark.message.records.batch_body import encode_batch_body
+from rocketspark.message.records.batch_body import BatchColumns, encode_batch_body
 from rocketspark.message.records.decoding import decode_records
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.headers.pull import (
@@ -69,7 +69,7 @@ async def send(
 async def send_batch(
     client: RemotingClient, broker: str, topic: str, bodies: list[bytes], *, queue_id: int = 0
 ) -> SendResult:
-    body = encode_batch_body([(0, b, properties(keys=f"k{i}")) for i, b in enumerate(bodies)])
+    body = encode_batch_body(BatchColumns.of([(0, b, properties(keys=f"k{i}")) for i, b in enumerate(bodies)]))
     header = send_header(topic, queue_id=queue_id, batch=True)
     return await send_message(
         client, broker, BROKER_NAME, header, body, msg_id="", code=RequestCode.SEND_BATCH_MESSAGE, count=len(bodies)

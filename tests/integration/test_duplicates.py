@@ -12,7 +12,7 @@ import pytest
 
 from rocketspark.client.api.send import send_arrow, send_message
 from rocketspark.message.batches.producer import producer_batch
-from rocketspark.message.records.batch_body import encode_batch_body
+from rocketspark.message.records.batch_body import BatchColumns, encode_batch_body
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
@@ -61,7 +61,7 @@ async def test_batch_with_a_repeated_key_stores_the_rest(servers: ServerFactory,
         broker.address,
         BROKER_NAME,
         header,
-        encode_batch_body(entries),
+        encode_batch_body(BatchColumns.of(entries)),
         msg_id="",
         code=RequestCode.SEND_BATCH_MESSAGE,
         count=4,

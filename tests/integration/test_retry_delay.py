@@ -16,7 +16,7 @@ from rocketspark.client.api.send import send_back, send_message
 from rocketspark.errors import MessageIllegalError
 from rocketspark.message.message import MessageExt
 from rocketspark.message.properties import codec as props
-from rocketspark.message.records.batch_body import encode_batch_body
+from rocketspark.message.records.batch_body import BatchColumns, encode_batch_body
 from rocketspark.processes import ServerProcess
 from rocketspark.protocol.body.topic import DEFAULT_PERM
 from rocketspark.protocol.codes import RequestCode
@@ -69,7 +69,7 @@ async def test_delayed_message_is_hidden_until_its_level_has_passed(cluster, cli
 async def test_batches_may_not_hold_delayed_messages(cluster, client) -> None:
     _, broker = cluster
     await send_batch(client, broker.address, "LaterBatch", [b"a", b"b"])  # no delay: fine
-    body = encode_batch_body([(0, b"a", properties(DELAY="1"))])
+    body = encode_batch_body(BatchColumns.of([(0, b"a", properties(DELAY="1"))]))
     with pytest.raises(MessageIllegalError, match="delayed"):
         await send_message(
             client,
@@ -185,7 +185,7 @@ async def test_a_client_never_sets_the_schedule_services_mark(cluster, client) -
     _, broker = cluster
     forged = {props.SCHEDULE_ORIGIN: "1:0"}
     await send(client, broker.address, "Forwarded", b"single", queue_id=0, **forged)
-    body = encode_batch_body([(0, b"batched", properties(**forged))])
+    body = encode_batch_body(BatchColumns.of([(0, b"batched", properties(**forged))]))
     header = send_header("Forwarded", queue_id=1, batch=True)
     await send_message(
         client, broker.address, BROKER_NAME, header, body, msg_id="", code=RequestCode.SEND_BATCH_MESSAGE

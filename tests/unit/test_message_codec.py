@@ -16,7 +16,7 @@ from rocketspark.message import ids, sysflag
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.batches.stored import stored_batch_from_rows
 from rocketspark.message.properties import codec as props
-from rocketspark.message.records.batch_body import BatchDecodeError, BatchEntry, decode_batch_body, encode_batch_body
+from rocketspark.message.records.batch_body import BatchColumns, BatchDecodeError, decode_batch_body, encode_batch_body
 from rocketspark.message.records.decoding import (
     RecordDecodeError,
     decode_records,
@@ -427,9 +427,9 @@ def test_decodes_the_batch_the_real_client_sent() -> None:
     assert command.ext_fields["batch"] == "1"
     assert command.ext_fields["topic"] == "GoldenBatchTopic"
     entries = decode_batch_body(command.body)
-    assert [entry.body for entry in entries] == [b"first body", b"second body, a bit longer", b"third \xff\xfe binary"]
-    assert [entry.flag for entry in entries] == [0, 0, 0]
-    decoded = [props.decode_properties(entry.properties) for entry in entries]
+    assert entries.bodies.to_pylist() == [b"first body", b"second body, a bit longer", b"third \xff\xfe binary"]
+    assert entries.flags.tolist() == [0, 0, 0]
+    decoded = [props.decode_properties(text) for text in entries.properties.to_pylist()]
     assert [p[props.TAGS] for p in decoded] == ["TagA", "TagB", "TagC"]
     assert [p[props.KEYS] for p in decoded] == ["key-1", "key-2", "key-3"]
     assert [p["color"] for p in decoded] == ["red", "green", "blue"]
@@ -441,7 +441,7 @@ def test_decodes_the_batch_the_real_client_sent() -> None:
 
 
 def test_batch_body_golden_bytes() -> None:
-    body = encode_batch_body([(5, b"hi", "a\x01b\x02"), (0, b"", "")])
+    body = encode_batch_body(BatchColumns.of([(5, b"hi", "a\x01b\x02"), (0, b"", "")]))
     assert body == (
         struct.pack(">iiiii", 22 + 2 + 4, 0, 0, 5, 2)
         + b"hi"
@@ -449,23 +449,23 @@ def test_batch_body_golden_bytes() -> None:
         + b"a\x01b\x02"
         + struct.pack(">iiiiih", 22, 0, 0, 0, 0, 0)
     )
-    assert decode_batch_body(body) == [BatchEntry(5, b"hi", "a\x01b\x02"), BatchEntry(0, b"", "")]
+    assert decode_batch_body(body).rows() == [(5, b"hi", "a\x01b\x02"), (0, b"", "")]
 
 
 @given(st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=64), texts), max_size=10))
 def test_batch_body_round_trip(messages: list[tuple[int, bytes, str]]) -> None:
-    assert decode_batch_body(encode_batch_body(messages)) == [BatchEntry(*m) for m in messages]
+    assert decode_batch_body(encode_batch_body(BatchColumns.of(messages))).rows() == messages
 
 
 def test_batch_body_rejects_oversized_properties() -> None:
     with pytest.raises(ValueError, match="exceed"):
-        encode_batch_body([(0, b"", "x" * 40000)])
+        encode_batch_body(BatchColumns.of([(0, b"", "x" * 40000)]))
 
 
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        (encode_batch_body([(0, b"hello", "")])[:-1], "truncated|totalSize"),
+        (encode_batch_body(BatchColumns.of([(0, b"hello", "")]))[:-1], "truncated|totalSize"),
         (b"\x00" * 10, "truncated"),
         (struct.pack(">iiiii", 10, 0, 0, 0, 0) + bytes(2), "totalSize 10 is outside"),
         (struct.pack(">iiiii", 27, 0, 0, 0, -1) + bytes(7), "body length -1"),

@@ -26,7 +26,7 @@ from broker.processors.pull import PullMessageProcessor
 from broker.processors.send import SendMessageProcessor
 from rocketspark.message.ids import decode_offset_msg_id
 from rocketspark.message.properties.codec import encode_properties
-from rocketspark.message.records.batch_body import encode_batch_body
+from rocketspark.message.records.batch_body import BatchColumns, encode_batch_body
 from rocketspark.protocol.body.topic import Perm, TopicConfig
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.headers.pull import FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageResponseHeader
@@ -118,7 +118,7 @@ async def test_v2_and_batch_sends_share_the_processor(parts: BrokerParts, table:
     assert response.decode_header(SendMessageResponseHeader).queue_offset == 0
 
     entries = [(0, f"m{i}".encode(), encode_properties({"TAGS": "TagB", "UNIQ_KEY": f"B{i}"})) for i in range(3)]
-    request = send_request(encode_batch_body(entries), code=RequestCode.SEND_BATCH_MESSAGE)
+    request = send_request(encode_batch_body(BatchColumns.of(entries)), code=RequestCode.SEND_BATCH_MESSAGE)
     response = await handle(table, channel, request)
     assert response.code == ResponseCode.SUCCESS, response.remark
     answer = response.decode_header(SendMessageResponseHeader)
@@ -156,7 +156,7 @@ async def test_refused_sends_store_nothing(
         parts.topics.put(TopicConfig("ReadOnlyTopic", 1, 1, Perm.READ))
         request = send_request(b"x", topic="ReadOnlyTopic")
     elif case == "delayed message in a batch":
-        body = encode_batch_body([(0, b"x", encode_properties({"DELAY": "2"}))])
+        body = encode_batch_body(BatchColumns.of([(0, b"x", encode_properties({"DELAY": "2"}))]))
         request = send_request(body, code=RequestCode.SEND_BATCH_MESSAGE)
     else:
         request = send_request(b"")

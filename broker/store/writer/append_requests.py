@@ -64,6 +64,18 @@ class StandardMessage:
         return dataclasses.replace(self, properties=encoded)
 
 
+@dataclass(frozen=True, slots=True)
+class StandardBatchFields:
+    """What a standard batch send (SEND_BATCH_MESSAGE), stored as a producer Arrow batch, adds to
+    it: each row's flag, the send's sys flag and reconsume times, and whether it waits for the
+    flush. Such a send is answered with every row's offset, as standard sends are."""
+
+    flags: np.ndarray  # int32
+    sys_flag: int = 0
+    reconsume_times: int = 0
+    wait_flush: bool = True
+
+
 @dataclass(eq=False)
 class AppendRequest:
     """Messages for one queue: standard messages (one or a batch), or one producer Arrow batch."""
@@ -76,7 +88,8 @@ class AppendRequest:
     arrow_properties: pa.StringArray | None = None  # encode_properties_column of `arrow`, when checked already
     born_timestamp: int = 0  # for Arrow batches: the send's born time and host apply to every row
     born_host: str = ""
-    wait_flush: bool = True
+    standard: StandardBatchFields | None = None  # for an Arrow batch taken from a standard batch send
+    wait_flush: bool = True  # a standard batch's own when `standard` is given
     # the writer's, set when it queues the request; nothing else changes a request once made
     enqueued_at: float = field(default=0.0, init=False)  # event loop time
     key_hashes: tuple[np.ndarray, np.ndarray] | None = field(default=None, init=False)  # Arrow: UNIQ_KEY hashes
@@ -85,6 +98,8 @@ class AppendRequest:
     body_bytes: int = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.standard is not None:
+            self.wait_flush = self.standard.wait_flush
         if self.messages is not None:
             self.count = len(self.messages)
             self.body_bytes = sum(len(m.body) for m in self.messages)

@@ -303,6 +303,7 @@ class CommitLogAppender:
                 pieces.append(self._standard_piece(run, current.store_timestamp))
                 run = []
             assert send.arrow is not None
+            standard = send.request.standard
             pieces.append(
                 stored_batch_from_producer(
                     send.arrow,
@@ -315,6 +316,9 @@ class CommitLogAppender:
                     store_timestamp=current.store_timestamp,
                     store_host=self.store_host,
                     properties=send.arrow_properties,
+                    flag=0 if send.arrow_flags is None else send.arrow_flags,
+                    sys_flag=0 if standard is None else standard.sys_flag,
+                    reconsume_times=0 if standard is None else standard.reconsume_times,
                 )
             )
         if run:

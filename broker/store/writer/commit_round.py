@@ -66,6 +66,7 @@ class CommitSend:
     messages: list[StandardMessage] | None
     arrow: pa.RecordBatch | None
     arrow_properties: pa.StringArray | None
+    arrow_flags: np.ndarray | None  # of an Arrow batch taken from a standard batch send
     # set when the round is placed
     first_queue_offset: int = 0
     first_commit_log_offset: int = 0
@@ -78,15 +79,17 @@ class CommitSend:
     def of(cls, request: AppendRequest, duplicates: SendDuplicates) -> CommitSend:
         kept = duplicates.kept
         if kept is None:
-            return cls(request, duplicates, request.messages, request.arrow, request.arrow_properties)
+            flags = None if request.standard is None else request.standard.flags
+            return cls(request, duplicates, request.messages, request.arrow, request.arrow_properties, flags)
         if request.messages is not None:
-            return cls(request, duplicates, [request.messages[i] for i in kept.tolist()], None, None)
+            return cls(request, duplicates, [request.messages[i] for i in kept.tolist()], None, None, None)
         assert request.arrow is not None
         keep = np.zeros(request.count, dtype=bool)
         keep[kept] = True
         mask = pa.array(keep)
         properties = request.arrow_properties.filter(mask) if request.arrow_properties is not None else None
-        return cls(request, duplicates, None, request.arrow.filter(mask), properties)
+        flags = None if request.standard is None else request.standard.flags[kept]
+        return cls(request, duplicates, None, request.arrow.filter(mask), properties, flags)
 
     @property
     def topic(self) -> str:
@@ -113,7 +116,7 @@ class CommitSend:
             return PutResult(status, self.queue_id, self.first_queue_offset, self.count, self.first_commit_log_offset)
         in_window, in_round = duplicates.in_window, duplicates.in_round
         row_offsets = None
-        if self.messages is not None:  # a standard send: the offset of every row
+        if self.messages is not None or self.request.standard is not None:  # a standard send: the offset of every row
             offsets = np.empty(self.request.count, dtype=np.int64)
             assert duplicates.kept is not None
             offsets[duplicates.kept] = np.arange(self.count) + self.first_commit_log_offset

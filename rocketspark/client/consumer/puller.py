@@ -1,7 +1,9 @@
 """One pull from one queue, as messages (standard records) or as an Arrow batch.
 
-The Arrow form uses the Arrow pull and falls back to decoding standard records per batch with
-brokers that answer it REQUEST_CODE_NOT_SUPPORTED (remembered per broker). Both forms come back
+The Arrow form uses the Arrow pull and falls back to standard pulls with brokers that answer it
+REQUEST_CODE_NOT_SUPPORTED (remembered per broker). Standard pulls carry fewer messages (Apache's
+brokers at most 32, ours 1,024), so the fallback pulls on, one pull after another, until it holds
+the messages asked for, and decodes all their records at once into one batch. Both forms come back
 with bodies decompressed and with tags checked exactly (brokers filter by tag hash codes only).
 """
 
@@ -170,9 +172,44 @@ class QueuePuller:
             result = await attempt(arrow)
         batches: list[pa.RecordBatch] = []
         if result.status is PullStatus.FOUND and result.body:
-            batches = _read_arrow(result.body) if arrow else [decode_records_to_batch(result.body)]
+            if arrow:
+                batches = _read_arrow(result.body)
+            else:
+                result, bodies = await self._pull_on(queue, offset, result, max_messages, expression, timeout_s)
+                batches = [decode_records_to_batch(bodies[0] if len(bodies) == 1 else b"".join(bodies))]
             batches = [kept for batch in batches if (kept := _filter_tags(batch, expression)).num_rows]
         return PulledBatch(result.status, result.next_begin_offset, result.min_offset, result.max_offset, batches)
+
+    async def _pull_on(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        first: PullResult,
+        max_messages: int,
+        expression: str,
+        timeout_s: float | None,
+    ) -> tuple[PullResult, list[bytes]]:
+        """After a standard pull that found messages, pull on from where it ended until the pulls
+        have moved `max_messages` offsets, a pull finds nothing, or the queue's end is reached: the
+        last pull that found messages and the record bodies of all of them. (Tag filters make the
+        broker move past messages it does not return, so fewer may come back.)"""
+        result, bodies = first, [first.body]
+        while result.next_begin_offset - offset < max_messages and result.next_begin_offset < result.max_offset:
+            more = await self._pull(
+                queue,
+                result.next_begin_offset,
+                max_messages=max_messages - (result.next_begin_offset - offset),
+                expression=expression,
+                suspend_ms=None,
+                commit_offset=None,
+                arrow=False,
+                timeout_s=timeout_s,
+            )
+            if more.status is not PullStatus.FOUND or not more.body:
+                break
+            result = more
+            bodies.append(more.body)
+        return result, bodies
 
 
 def _read_arrow(body: bytes) -> list[pa.RecordBatch]:

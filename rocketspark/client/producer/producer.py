@@ -37,7 +37,7 @@ from rocketspark.message.ids import UniqueIdGenerator
 from rocketspark.message.message import Message
 from rocketspark.message.properties import codec as props
 from rocketspark.message.properties.columns import encode_properties_column
-from rocketspark.message.records.batch_body import encode_batch_body
+from rocketspark.message.records.batch_body import BatchColumns, encode_batch_body
 from rocketspark.message.validation import (
     AUTO_CREATE_TOPIC_KEY,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -307,13 +307,19 @@ class AsyncProducer(AsyncClient):
             )
             entries.append((message.flag, message.body, header.properties or ""))  # batches are never compressed
             ids.append(uniq_key)
+        return await self._send_columns(topic, BatchColumns.of(entries), ids, queue)
+
+    async def _send_columns(
+        self, topic: str, batch: BatchColumns, ids: list[str], queue: MessageQueue | None
+    ) -> list[SendResult]:
+        """The messages in as many SEND_BATCH_MESSAGE requests as the size limit calls for, one after another."""
         return [
-            await self._send_entries(topic, entries[start:end], ids[start:end], queue)
-            for start, end in _chunks([20 + len(b) + len(p.encode()) for _, b, p in entries], self.max_message_size)
+            await self._send_entries(topic, batch.slice(start, end), ids[start:end], queue)
+            for start, end in _chunks(batch.sizes(), self.max_message_size)
         ]
 
     async def _send_entries(
-        self, topic: str, entries: list[tuple[int, bytes, str]], ids: list[str], queue: MessageQueue | None
+        self, topic: str, entries: BatchColumns, ids: list[str], queue: MessageQueue | None
     ) -> SendResult:
         body = encode_batch_body(entries)
         header = self._header(Message(topic, b""), {props.WAIT_STORE_MSG_OK: "true"}, 0, batch=True)
@@ -392,7 +398,8 @@ class AsyncProducer(AsyncClient):
     async def _send_arrow_chunk(
         self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue | None
     ) -> list[SendResult]:
-        if not self.use_arrow:
+        if not self.use_arrow or await self._standard_only_for(topic, queue):
+            # not through an attempt that gives up: that would take a queue from the selector for nothing
             return await self._send_standard_rows(topic, chunk, queue)
         header = self._header(Message(topic, b""), {}, 0)
         first_id = chunk.column("uniq_key")[0].as_py()
@@ -425,6 +432,13 @@ class AsyncProducer(AsyncClient):
             return [result]
         return await self._send_standard_rows(topic, chunk, queue)
 
+    async def _standard_only_for(self, topic: str, queue: MessageQueue | None) -> bool:
+        """Whether every broker a send to `topic` (or to `queue`) may go to lacks the Arrow send."""
+        if not self._standard_only:
+            return False
+        queues = [queue] if queue is not None else await self.fetch_publish_queues(topic)
+        return all(q.broker_name in self._standard_only for q in queues)
+
     async def _send_standard_rows(
         self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue | None
     ) -> list[SendResult]:
@@ -437,14 +451,9 @@ class AsyncProducer(AsyncClient):
             uniq_key=chunk.column("uniq_key"),
         )
         # the same properties an Arrow send stores (WAIT absent means "wait", as for brokers)
-        entries = [
-            (0, body, text) for body, text in zip(chunk.column("body").to_pylist(), properties.to_pylist(), strict=True)
-        ]
-        ids = chunk.column("uniq_key").to_pylist()
-        return [
-            await self._send_entries(topic, entries[start:end], ids[start:end], queue)
-            for start, end in _chunks([20 + len(b) + len(p.encode()) for _, b, p in entries], self.max_message_size)
-        ]
+        flags = np.zeros(chunk.num_rows, dtype=np.int32)
+        batch = BatchColumns(flags, chunk.column("body"), properties)
+        return await self._send_columns(topic, batch, chunk.column("uniq_key").to_pylist(), queue)
 
 
 def _chunks(sizes: Sequence[int] | np.ndarray, limit: int) -> list[tuple[int, int]]:

@@ -44,6 +44,14 @@ def binary_from_ranges(
     return spread.take(pa.array(np.arange(0, 2 * n - 1, 2), mask=null)).cast(type_)
 
 
+def fixed_width(values: np.ndarray) -> pa.Array:
+    """Each element's raw bytes (of a numpy array, structured ones included) as one value of a
+    large_binary array, without a copy: to join with variable-length parts."""
+    width = values.dtype.itemsize
+    offsets = np.arange(0, (len(values) + 1) * width, width, dtype=np.int64)
+    return pa.Array.from_buffers(pa.large_binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(values)])
+
+
 def unsliced_offsets(array: pa.MapArray) -> pa.Array:
     """The offsets of a (possibly sliced) map array, copied: pyarrow takes no mask with sliced offsets."""
     return pa.array(array.offsets.to_numpy())

@@ -32,13 +32,16 @@ def stored_batch_from_producer(
     born_host: str,
     store_timestamp: int,
     store_host: str,
-    flag: int = 0,
+    flag: int | np.ndarray = 0,
     sys_flag: int = 0,
+    reconsume_times: int = 0,
     properties: pa.StringArray | None = None,
 ) -> pa.RecordBatch:
     """The STORED_SCHEMA batch the broker keeps for a PRODUCER_SCHEMA batch written to one queue.
 
-    `properties` is the batch's :func:`encode_properties_column`, when the caller already built it.
+    `properties` is the batch's :func:`encode_properties_column`, when the caller already built it
+    (or, for a standard batch send, the properties strings as sent). `flag` is one for every row or
+    each row's (int32).
     """
     require_schema(batch, PRODUCER_SCHEMA, "PRODUCER_SCHEMA")
     n = batch.num_rows
@@ -56,12 +59,12 @@ def stored_batch_from_producer(
             "tags": tags,
             "keys": keys,
             "body": batch.column("body"),
-            "flag": np.full(n, flag, dtype=np.int32),
+            "flag": np.full(n, flag, dtype=np.int32) if isinstance(flag, int) else flag.astype(np.int32),
             "sys_flag": np.full(n, sys_flag, dtype=np.int32),
             "born_timestamp": np.full(n, born_timestamp, dtype=np.int64),
             "born_host": pa.repeat(pa.scalar(born_host, pa.string()), n),
             "store_timestamp": np.full(n, store_timestamp, dtype=np.int64),
-            "reconsume_times": np.zeros(n, dtype=np.int32),
+            "reconsume_times": np.full(n, reconsume_times, dtype=np.int32),
             "properties": properties,
         },
     )

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketspark.message import sysflag
-from rocketspark.message.batches.arrays import offsets_and_buffer, require_schema
+from rocketspark.message.batches.arrays import fixed_width, offsets_and_buffer, require_schema
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.properties import codec as props
 from rocketspark.message.records.layout import (
@@ -135,12 +135,12 @@ def encode_records(batch: pa.RecordBatch, store_host: str) -> bytes:
     head["born_timestamp"] = batch.column("born_timestamp").to_numpy()
 
     parts = [
-        _fixed_width(head),
+        fixed_width(head),
         pa.array(born_hosts, pa.large_binary()).take(pa.array(born_codes)),
-        _fixed_width(tail),
+        fixed_width(tail),
         body.cast(pa.large_binary()),
         pa.array(topic_fields, pa.large_binary()).take(pa.array(topic_codes)),
-        _fixed_width(properties_lengths.astype(BE_I16)),
+        fixed_width(properties_lengths.astype(BE_I16)),
         properties.cast(pa.large_binary()),
     ]
     records = pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.large_binary()))
@@ -152,13 +152,6 @@ def _distinct(column: pa.Array) -> tuple[np.ndarray, list[str]]:
     """(the code of each row, the distinct values): so each distinct value is parsed once."""
     encoded = pc.dictionary_encode(column)
     return encoded.indices.to_numpy(), encoded.dictionary.to_pylist()
-
-
-def _fixed_width(values: np.ndarray) -> pa.Array:
-    """Each element's raw bytes as one value of a large_binary array."""
-    width = values.dtype.itemsize
-    offsets = np.arange(0, (len(values) + 1) * width, width, dtype=np.int64)
-    return pa.Array.from_buffers(pa.large_binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(values)])
 
 
 def _body_crcs(offsets: np.ndarray, buffer: pa.Buffer) -> np.ndarray:

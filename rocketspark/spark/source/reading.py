@@ -3,7 +3,8 @@
 One client per Python worker (see :mod:`rocketspark.spark.cluster`) serves every task; pulls use the
 Arrow pull and fall back to decoding standard records per batch with other brokers. Batches are
 converted to the Spark schema with Arrow kernels and yielded one pull at a time, so memory stays
-bounded whatever the backlog.
+bounded whatever the backlog. The next pull of a range is on its way while Spark takes a batch (one
+pull ahead): the broker prepares it meanwhile (for a standard broker, encodes its records).
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
 from rocketspark.client.api.pull import PullStatus
-from rocketspark.client.consumer.puller import QueuePuller
+from rocketspark.client.consumer.puller import PulledBatch, QueuePuller
 from rocketspark.client.lifecycle import ServiceState
 from rocketspark.errors import DataLossError, RocketMQError
 from rocketspark.message.batches.spark import to_spark_batch
@@ -66,39 +68,49 @@ def read_range(puller: QueuePuller, options: SourceOptions, queue_range: QueueRa
     queue = queue_range.queue
     offset = queue_range.start
     stalled_since: float | None = None
-    while offset < queue_range.end:
-        try:
-            pulled = cluster.run(
-                puller.pull_batch(
-                    queue,
-                    offset,
-                    max_messages=min(options.pull_batch_size, queue_range.end - offset),
-                    expression=options.tags,
-                ),
-                timeout_s=options.pull_timeout_ms / 1000 + cluster.QUERY_TIMEOUT_S,
-            )
-        except RocketMQError as exc:
-            if not exc.retriable:
-                raise
-            stalled_since = _stall(stalled_since, options, queue_range, offset, str(exc))
-            _refresh_route(puller, queue_range.topic)  # a restarted broker may listen elsewhere now
-            continue
-        if pulled.status is PullStatus.FOUND:  # its batches may all be filtered out by tags
-            stalled_since = None
-            for batch in pulled.batches:
-                kept = within(batch, queue_range.end)
-                if kept.num_rows:
-                    yield to_spark_batch(kept, queue.broker_name)
-            offset = pulled.next_begin_offset
-        elif pulled.status is PullStatus.NO_MATCHED_MSG:
-            stalled_since = None
-            offset = pulled.next_begin_offset  # only messages the tag filter drops
-        elif pulled.status is PullStatus.OFFSET_ILLEGAL:
-            offset = _lost(options, queue_range, offset, pulled.min_offset, pulled.max_offset, pulled.next_begin_offset)
-        else:  # NO_NEW_MSG before the planned end: the broker does not have them (yet)
-            if pulled.max_offset < queue_range.end and pulled.max_offset <= offset and stalled_since is None:
-                log.warning("%s holds offsets up to %d; waiting for %d", queue, pulled.max_offset, queue_range.end)
-            stalled_since = _stall(stalled_since, options, queue_range, offset, f"max offset {pulled.max_offset}")
+    timeout_s = options.pull_timeout_ms / 1000 + cluster.QUERY_TIMEOUT_S
+
+    def pull(at: int) -> Future[PulledBatch]:
+        size = min(options.pull_batch_size, queue_range.end - at)
+        return cluster.submit(puller.pull_batch(queue, at, max_messages=size, expression=options.tags))
+
+    ahead: Future[PulledBatch] | None = None
+    try:
+        while offset < queue_range.end:
+            current, ahead = (ahead if ahead is not None else pull(offset)), None
+            try:
+                pulled = current.result(timeout_s)
+            except RocketMQError as exc:
+                if not exc.retriable:
+                    raise
+                stalled_since = _stall(stalled_since, options, queue_range, offset, str(exc))
+                _refresh_route(puller, queue_range.topic)  # a restarted broker may listen elsewhere now
+                continue
+            finally:
+                current.cancel()  # when it timed out
+            if pulled.status is PullStatus.FOUND:  # its batches may all be filtered out by tags
+                stalled_since = None
+                offset = pulled.next_begin_offset
+                if offset < queue_range.end:
+                    ahead = pull(offset)
+                for batch in pulled.batches:
+                    kept = within(batch, queue_range.end)
+                    if kept.num_rows:
+                        yield to_spark_batch(kept, queue.broker_name)
+            elif pulled.status is PullStatus.NO_MATCHED_MSG:
+                stalled_since = None
+                offset = pulled.next_begin_offset  # only messages the tag filter drops
+            elif pulled.status is PullStatus.OFFSET_ILLEGAL:
+                offset = _lost(
+                    options, queue_range, offset, pulled.min_offset, pulled.max_offset, pulled.next_begin_offset
+                )
+            else:  # NO_NEW_MSG before the planned end: the broker does not have them (yet)
+                if pulled.max_offset < queue_range.end and pulled.max_offset <= offset and stalled_since is None:
+                    log.warning("%s holds offsets up to %d; waiting for %d", queue, pulled.max_offset, queue_range.end)
+                stalled_since = _stall(stalled_since, options, queue_range, offset, f"max offset {pulled.max_offset}")
+    finally:
+        if ahead is not None:  # Spark stopped taking batches
+            ahead.cancel()
 
 
 def within(batch: pa.RecordBatch, end: int) -> pa.RecordBatch:
