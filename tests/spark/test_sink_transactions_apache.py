@@ -86,7 +86,7 @@ def test_batches_open_longer_than_the_check_timeout_write_every_row_once_on_apac
 
     @F.udf("string")
     def slow(body: str) -> str:
-        time.sleep(0.04)  # 150 rows a task: 6 s; a task's first rows reach the sink 100 at a time
+        time.sleep(0.06)  # 150 rows a task: 9 s; a task's first rows reach the sink 100 at a time
         return body
 
     halves_before = half_messages(apache)

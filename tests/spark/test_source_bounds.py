@@ -103,7 +103,7 @@ def test_max_messages_per_trigger_with_tags_is_never_exceeded(
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     for p in progress:  # each batch spans at most 40 offsets, so at most 40 messages
         start, end = (
-            offset_dicts.from_dict(json.loads(p["sources"][0][k] or "{}")) for k in ("startOffset", "endOffset")
+            offset_dicts.from_dict(json.loads(p["sources"][0][k] or "null") or {}) for k in ("startOffset", "endOffset")
         )
         spanned = sum(e - start.get(q, 0) for q, e in end.items())  # batch 0's carried start aside
         assert spanned <= 40 and p["numInputRows"] <= spanned
