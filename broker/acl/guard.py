@@ -2,7 +2,8 @@
 
 A refused request is answered NO_PERMISSION (16, Apache RocketMQ 5's answer) with the reason as
 remark, before any processor sees it: nothing of it is stored, and the connection serves on.
-A processor that learns a resource only from what it reads asks `refusal` afterwards.
+A processor that learns a resource only from what it reads asks `refusal` afterwards, or
+`late_refusal` with what it read (None when ACL is off).
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ class GuardedProcessorTable(ProcessorTable):
             return request.response(ResponseCode.NO_PERMISSION, refusal)
 
         return checked
+
+
+def late_refusal(table: ProcessorTable, connection: Connection, request: RemotingCommand, needs: Needs) -> str | None:
+    """Why the account that signed `request` may not have `needs`, which its processor learnt from
+    what it read (a stored message's own topic), or None; None too when `table` checks nothing (ACL off).
+
+    The processor of CONSUMER_SEND_MSG_BACK asks it with the stored message's topic; END_TRANSACTION's
+    asks it with `broker.acl.resources.end_transaction_needs(<the half message's REAL_TOPIC>)`."""
+    if not isinstance(table, GuardedProcessorTable):
+        return None
+    return table.refusal(connection, request, needs)
 
 
 def _peer_ip(connection: Connection) -> str:

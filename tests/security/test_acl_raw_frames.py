@@ -246,13 +246,6 @@ async def test_viewing_a_message_by_id_needs_sub_on_its_topic(acl_broker: AclBro
         assert by_admin.code == ResponseCode.SUCCESS, by_admin.remark
 
 
-def test_end_transaction_needs_only_a_signature() -> None:
-    validator = AccessValidator(parse_acl(ACCOUNTS, "accounts"))
-    request = RemotingCommand(code=RequestCode.END_TRANSACTION, ext_fields={"producerGroup": "g", "topic": "T"})
-    assert validator.check("10.1.2.3", signed(request, USER)) is None
-    assert validator.check("10.1.2.3", signed(request, SessionCredentials(USER.access_key, "wrong-123"))) is not None
-
-
 def test_client_addresses_are_matched_by_their_ip() -> None:
     assert client_ip("127.0.0.1:50123") == "127.0.0.1"
     assert client_ip("::ffff:10.0.0.9:50123") == "10.0.0.9"
