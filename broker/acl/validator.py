@@ -4,6 +4,8 @@
 2. no `AccessKey`: refused; an access key without an account: refused;
 3. an address of the account's own white list: accepted, without signature or permission checks;
 4. the signature (rocketspark.remoting.signing, compared in constant time): refused when it differs;
+   then the request's shape (broker.acl.shapes): a field of another code's header is refused, so a
+   signature cannot be re-aimed at another code, and a required field missing is INVALID_PARAMETER;
 5. the permissions broker.acl.resources names for the request code: `admin`, then each topic and
    group (an explicit entry, else the account's default; DENY always refuses). An admin account
    without any topic or group entry may use every topic and group, and a PUB on
@@ -25,6 +27,7 @@ import logging
 from broker.acl.accounts import Account, AclConfig
 from broker.acl.permission import Perm, allows
 from broker.acl.resources import Needs, needs_of
+from broker.acl.shapes import refused_shape
 from rocketspark.errors import ACL_REFUSAL_PREFIX as REFUSED
 from rocketspark.protocol.codes import code_name
 from rocketspark.protocol.command import RemotingCommand
@@ -57,6 +60,9 @@ class AccessValidator:
             return None
         if not verify(request, account.secret_key):
             return f"{REFUSED}signature does not match for access key {access_key}{_needs_text(request)}"
+        shape = refused_shape(request)
+        if shape is not None:
+            return shape
         return _refused_permission(account, request.code, needs_of(request))
 
     def refused_needs(self, client_ip: str, access_key: str | None, code: int, needs: Needs) -> str | None:
