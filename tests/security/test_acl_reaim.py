@@ -9,6 +9,7 @@ the same check)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -119,10 +120,9 @@ def test_acl_with_a_certificate_enforces_tls_by_default(tmp_path: Path) -> None:
     """A signature sent in plain text can be replayed: with ACL on and a certificate, no
     `tls.server.mode` means `enforcing` (and `permissive` without ACL, as before)."""
     certs = make_certificates(tmp_path)
-    with_cert = {"tls_server_cert_path": certs.cert, "tls_server_key_path": certs.key}
-    assert BrokerConfig(acl_enable=True, **with_cert).server_tls().mode is TlsMode.ENFORCING
-    assert BrokerConfig(**with_cert).server_tls().mode is TlsMode.PERMISSIVE
-    assert BrokerConfig(acl_enable=True, tls_server_mode="permissive", **with_cert).server_tls().mode is (
-        TlsMode.PERMISSIVE
-    )
+    with_cert = BrokerConfig(tls_server_cert_path=certs.cert, tls_server_key_path=certs.key)
+    assert dataclasses.replace(with_cert, acl_enable=True).server_tls().mode is TlsMode.ENFORCING
+    assert with_cert.server_tls().mode is TlsMode.PERMISSIVE
+    permissive = dataclasses.replace(with_cert, acl_enable=True, tls_server_mode="permissive")
+    assert permissive.server_tls().mode is TlsMode.PERMISSIVE
     assert BrokerConfig(acl_enable=True).server_tls().mode is TlsMode.DISABLED
