@@ -1,7 +1,9 @@
 """The ACL step of the broker's request path: every handler registered here runs only after the check.
 
 A refused request is answered NO_PERMISSION (16, Apache RocketMQ 5's answer) with the reason as
-remark, before any processor sees it: nothing of it is stored, and the connection serves on.
+remark, before any processor sees it: nothing of it is stored, and the connection serves on. Refusals
+are logged at INFO through a ThrottledLog: at most one line per kind of refusal every 10 s, values
+escaped, so a flood of refused requests cannot fill the log nor forge a line.
 A processor that learns a resource only from what it reads asks `refusal` afterwards, or
 `late_refusal` with what it read (None when ACL is off).
 """
@@ -13,12 +15,13 @@ from collections.abc import Iterable
 
 from broker.acl.addresses import client_ip
 from broker.acl.resources import Needs
-from broker.acl.validator import AccessValidator
+from broker.acl.validator import AccessValidator, Refusal
 from rocketspark.protocol.codes import ResponseCode, code_name
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.connection import Connection, HandlerResult, RequestHandler
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.signing import ACCESS_KEY
+from rocketspark.remoting.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,7 @@ class GuardedProcessorTable(ProcessorTable):
     def __init__(self, validator: AccessValidator) -> None:
         super().__init__()
         self.validator = validator
+        self.refusals = ThrottledLog(log)
 
     def register(self, codes: int | Iterable[int], handler: RequestHandler) -> None:
         super().register(codes, self._guarded(handler))
@@ -40,8 +44,17 @@ class GuardedProcessorTable(ProcessorTable):
         access_key = request.ext_fields.get(ACCESS_KEY)
         refusal = self.validator.refused_needs(_peer_ip(connection), access_key, request.code, needs)
         if refusal is not None:
-            log.info("%s from %s refused: %s", code_name(request.code), connection.remote_address, refusal)
+            self._log(connection, request, refusal)
         return refusal
+
+    def _log(self, connection: Connection, request: RemotingCommand, refusal: Refusal) -> None:
+        self.refusals.log(
+            f"refusals ({refusal.kind})",
+            "%s from %s refused: %s",
+            code_name(request.code),
+            connection.remote_address,
+            refusal,
+        )
 
     def _guarded(self, handler: RequestHandler) -> RequestHandler:
         validator = self.validator
@@ -50,7 +63,7 @@ class GuardedProcessorTable(ProcessorTable):
             refusal = validator.check(_peer_ip(connection), request)
             if refusal is None:
                 return handler(connection, request)
-            log.info("%s from %s refused: %s", code_name(request.code), connection.remote_address, refusal)
+            self._log(connection, request, refusal)
             return request.response(ResponseCode.NO_PERMISSION, refusal)
 
         return checked

@@ -188,6 +188,10 @@ RULES: dict[int, Rule] = {
 }
 
 
+#: the codes whose rule reads the body: a refusal before the signature step does not parse it
+READS_BODY = frozenset({RequestCode.HEART_BEAT, RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ})
+
+
 def needs_of(request: RemotingCommand) -> Needs:
     """What `request` needs; a header or body that cannot be read raises as its processor would."""
     rule = RULES.get(request.code)

@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 LISTEN_BACKLOG = 1024
 #: a TLS client that has not finished its handshake this long after its first byte is dropped
 TLS_HANDSHAKE_TIMEOUT_S = 30.0
+#: a connection whose peer leaves this many bytes of answers unread is not read from until it reads them
+MAX_UNSENT_BYTES = 1024 * 1024
 
 
 class RemotingServer:
@@ -155,6 +157,7 @@ class RemotingServer:
             serialize_type=self._serialize_type,
             on_close=self._connection_closed,
             max_in_flight=self._max_in_flight,
+            max_unsent_bytes=MAX_UNSENT_BYTES,
         )
 
     def _connection_closed(self, connection: Connection) -> None:
