@@ -11,13 +11,16 @@ from broker.acl.guard import GuardedProcessorTable, late_refusal
 from broker.acl.resources import end_transaction_needs
 from broker.acl.validator import AccessValidator
 from rocketspark.message.ids import decode_offset_msg_id
+from rocketspark.message.records.decoding import decode_records
 from rocketspark.message.sysflag import TRANSACTION_COMMIT_TYPE
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.admin import ViewMessageRequestHeader
 from rocketspark.protocol.headers.send import ConsumerSendMsgBackRequestHeader, SendMessageResponseHeader
 from rocketspark.protocol.headers.transaction import EndTransactionRequestHeader
 from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.processor import ProcessorTable
+from rocketspark.remoting.signing import SessionCredentials
 from tests.integration.raw_frames import RawConnection
 from tests.security.conftest import ACCOUNTS, ADMIN, DENIED_TOPIC, READ_ONLY_TOPIC, USER, AclBroker, signed
 from tests.security.test_acl_raw_frames import TOPIC, send_request, stored_count
@@ -77,3 +80,31 @@ def test_end_transaction_needs_pub_on_the_half_messages_topic() -> None:
     assert refusal == f"No permission: PUB on topic {DENIED_TOPIC} for access key {USER.access_key}"
     assert late_refusal(table, peer, request, end_transaction_needs(TOPIC)) is None
     assert late_refusal(ProcessorTable(), peer, request, end_transaction_needs(DENIED_TOPIC)) is None  # ACL off
+
+
+async def test_viewing_a_refused_message_looks_like_viewing_none(acl_broker: AclBroker) -> None:
+    """An offset msgId reaches any message of the commit log: the message's own topic is checked, and a
+    refusal is answered as an offset without a message, so it maps no topic."""
+
+    def view(offset: int, credentials: SessionCredentials = USER, topic: str | None = None) -> RemotingCommand:
+        request = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset, topic))
+        return signed(request, credentials)
+
+    async with RawConnection(acl_broker.broker.address) as connection:
+        denied = await commit_log_offset(connection, DENIED_TOPIC)
+        allowed = await commit_log_offset(connection, TOPIC)
+        nowhere = 10**12
+        missing = await connection.invoke(view(nowhere))
+        for request in (view(denied), view(denied, topic=TOPIC)):  # a topic in the header changes nothing
+            refused = await connection.invoke(request)
+            assert (refused.code, refused.remark, refused.body) == (
+                missing.code,
+                (missing.remark or "").replace(str(nowhere), str(denied)),
+                missing.body,
+            )
+        assert missing.code == ResponseCode.SYSTEM_ERROR
+        shown = await connection.invoke(view(allowed))
+        assert shown.code == ResponseCode.SUCCESS, shown.remark
+        assert decode_records(shown.body)[0].body == b"held in " + TOPIC.encode()
+        by_admin = await connection.invoke(view(denied, ADMIN))
+        assert by_admin.code == ResponseCode.SUCCESS, by_admin.remark
