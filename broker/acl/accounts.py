@@ -93,8 +93,7 @@ def load_acl(path: Path, *, reload: bool = False) -> AclConfig:
         raise AclFileError(f"cannot read the ACL accounts file {path}: {exc.strerror or exc}") from None
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise AclFileError(
-            f"{path}: refused: its group or everyone may write it (mode {stat.filemode(mode)}); "
-            f"run chmod go-w {path}"
+            f"{path}: refused: its group or everyone may write it (mode {stat.filemode(mode)}); run chmod go-w {path}"
         )
     try:
         text = data.decode("utf-8")

@@ -52,8 +52,8 @@ class ThrottledLog:
         self._windows: dict[str, _Window] = {}
 
     def log(self, kind: str, message: str, *peer_values: object) -> None:
-        """Log `message` %-formatted with `peer_values`, each escaped, unless `kind` was logged less than
-        an interval ago (then it is only counted)."""
+        """Log `message` %-formatted with `peer_values`, each escaped (so its placeholders are all `%s`),
+        unless `kind` was logged less than an interval ago (then it is only counted)."""
         now = self._clock()
         window = self._windows.get(kind)
         if window is not None and now - window.logged_at < self._interval_s:
