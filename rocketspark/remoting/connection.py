@@ -85,6 +85,7 @@ class Connection(asyncio.Protocol):
         self.remote_address = "?"
         self.local_address = "?"
         self.attributes: dict[str, Any] = {}  # per-connection state owned by processors
+        self.received_any = False  # whether the peer ever sent a byte
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
@@ -99,6 +100,7 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._last_activity = self._loop.time()
+        self.received_any = True
         try:
             for command in self._decoder.feed(data):
                 if command.is_response:
