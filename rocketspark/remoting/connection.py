@@ -28,6 +28,9 @@ _protocol_errors = ThrottledLog(log, logging.WARNING)
 DEFAULT_IDLE_TIMEOUT_S = 120.0
 #: bodies from this size on are written after their frame's head as they are, not joined into one frame
 LARGE_BODY_BYTES = 256 * 1024
+#: requests one connection dispatches in one turn of the event loop; the rest of a read waits for the
+#: next turn, so a peer that pipelines thousands of small requests cannot hold the loop from the others
+REQUESTS_PER_TURN = 64
 
 #: what a request handler returns: the response, None for no response, or an awaitable of either
 HandlerResult: TypeAlias = RemotingCommand | Awaitable[RemotingCommand | None] | None
@@ -67,6 +70,7 @@ class Connection(asyncio.Protocol):
         self._max_unsent_bytes = max_unsent_bytes
         self._unsent_paused = False  # more than max_unsent_bytes wait to be sent
         self._transport_paused = False  # reading the transport is paused
+        self._next_turn: asyncio.Handle | None = None  # the backlog's next turn, when one is scheduled
         self._backlog: deque[RemotingCommand] = deque()
         self._decoder = FrameDecoder(max_frame_length)
         self._idle_timeout_s = idle_timeout_s
@@ -101,18 +105,22 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._last_activity = self._loop.time()
         self.received_any = True
+        dispatched = 0
         try:
             for command in self._decoder.feed(data):
                 if command.is_response:
                     self._complete(command)
-                elif self._backlog or self._holding():
+                elif self._backlog or self._holding() or dispatched >= REQUESTS_PER_TURN:
                     self._backlog.append(command)
-                    self._set_reading()
                 else:
                     self._dispatch(command)
+                    dispatched += 1
         except ProtocolError as exc:
             _protocol_errors.log("protocol errors", "closing connection %s: %s", self.remote_address, exc)
             self.close(f"protocol error: {exc}")
+        if self._backlog:
+            self._schedule_turn()
+            self._set_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._close_reason is None:
@@ -276,12 +284,23 @@ class Connection(asyncio.Protocol):
         return self._unsent_paused or 0 < self._max_in_flight <= len(self._handler_tasks)
 
     def _serve_backlog(self) -> None:
-        """Dispatch the requests read while holding, until holding again; then read again if all went."""
+        """Dispatch a turn's worth of the requests read while holding, until holding again; the next
+        turn is scheduled while some remain; reading resumes once all went."""
+        self._next_turn = None
         if self.closed:
             return
-        while self._backlog and not self._holding():
+        served = 0
+        while self._backlog and not self._holding() and served < REQUESTS_PER_TURN:
             self._dispatch(self._backlog.popleft())
+            served += 1
+        if self._backlog:
+            self._schedule_turn()
         self._set_reading()
+
+    def _schedule_turn(self) -> None:
+        """Serve the backlog in a later turn of the loop, unless holding (its end serves it) or scheduled."""
+        if self._next_turn is None and not self._holding():
+            self._next_turn = self._loop.call_soon(self._serve_backlog)
 
     def _set_reading(self) -> None:
         """Pause reading the transport while requests wait or must wait (TCP back-pressure), else resume."""
