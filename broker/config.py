@@ -14,7 +14,7 @@ from rocketspark.errors import ConfigError
 from rocketspark.protocol.codec import DEFAULT_MAX_FRAME_LENGTH, check_frame_max_length
 from rocketspark.protocol.schema import wire
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S
-from rocketspark.remoting.tls import ServerTls, server_tls
+from rocketspark.remoting.tls import ServerTls, TlsMode, server_tls
 from rocketspark.settings import require_positive
 
 DEFAULT_PORT = 10911
@@ -71,7 +71,7 @@ class BrokerConfig:
     max_in_flight_requests_per_connection: int = 4096
     max_held_pull_requests: int = 20_000
     # TLS on the listening port, Apache RocketMQ's property names (rocketspark.remoting.tls):
-    # disabled, permissive or enforcing; None: permissive with a certificate, else disabled
+    # disabled, permissive or enforcing; None: with a certificate enforcing under ACL, else permissive; else disabled
     tls_server_mode: str | None = field(default=None, metadata=wire("tls.server.mode"))
     tls_server_cert_path: Path | None = field(default=None, metadata=wire("tls.server.certPath"))
     tls_server_key_path: Path | None = field(default=None, metadata=wire("tls.server.keyPath"))
@@ -124,8 +124,12 @@ class BrokerConfig:
         return self.bind_address or self.broker_ip1
 
     def server_tls(self) -> ServerTls:
-        """The TLS the broker serves with (reads the certificate and key: a bad file is a ConfigError)."""
-        return server_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
+        """The TLS the broker serves with (reads the certificate and key: a bad file is a ConfigError).
+        With ACL on and a certificate, no mode means `enforcing`: ACL belongs with TLS only."""
+        with_cert = TlsMode.ENFORCING if self.acl_enable else TlsMode.PERMISSIVE
+        return server_tls(
+            self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path, mode_with_cert=with_cert
+        )
 
     @property
     def broker_addr(self) -> str:

@@ -160,7 +160,7 @@ class BrokerController:
         self.server.add_close_listener(self._connection_closed)
         await self.server.start_serving()
         self.registration = NamesrvRegistration(self.config, self.address, self.client, self.topics.wrapper)
-        self.registration.start()
+        await self.registration.start()
         for service in self._services:
             service.start()
         self.schedule.start()

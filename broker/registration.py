@@ -1,5 +1,9 @@
 """Registration with every name server: at start, every registerNameServerPeriod, and at once
-when topics change; unregistration on clean shutdown."""
+when topics change; unregistration on clean shutdown.
+
+The first registration runs before the broker reports its boot: a name server that closes the
+broker's plain connection unanswered (one that enforces TLS) while `tls.enable` is off stops the
+start with a ConfigError naming the setting, instead of a broker that serves but is never found."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from collections.abc import Callable
 
 from broker.config import BrokerConfig
 from rocketspark.checksum import crc32
-from rocketspark.errors import RocketMQError
+from rocketspark.errors import ConfigError, RocketMQError, TlsRequiredError
 from rocketspark.protocol.body.register import RegisterBrokerBody
 from rocketspark.protocol.body.topic import TopicConfigSerializeWrapper
 from rocketspark.protocol.codes import RequestCode, ResponseCode, code_name
@@ -38,16 +42,23 @@ class NamesrvRegistration:
             a.strip() for a in os.environ.get("NAMESRV_ADDR", "").split(";") if a.strip()
         ]
         self._failing: set[str] = set()
-        self._service = PeriodicService(
-            "register-broker", config.register_name_server_period / 1000, self.register_all, initial_delay_s=0
-        )
+        self._needs_tls: set[str] = set()  # name servers that closed a plain connection unanswered
+        self._service = PeriodicService("register-broker", config.register_name_server_period / 1000, self.register_all)
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        """Register once, then every period; ConfigError when a name server needs TLS and `tls.enable` is off."""
         if not self.namesrv_addrs:
             log.warning(
                 "no name server configured (--namesrv, namesrvAddr or NAMESRV_ADDR): clients cannot find this broker"
             )
             return
+        await self.register_all()
+        if self._needs_tls and not self.config.tls_enable:
+            names = ", ".join(sorted(self._needs_tls))
+            raise ConfigError(
+                f"name server {names} closed the broker's plain connection unanswered: it enforces TLS; "
+                "set tls.enable=true in broker.conf (and tls.client.trustCertPath to its CA)"
+            )
         self._service.start()
 
     def trigger(self) -> None:
@@ -75,6 +86,8 @@ class NamesrvRegistration:
             if response.code != ResponseCode.SUCCESS:
                 raise RocketMQError(f"{code_name(response.code, ResponseCode)}: {response.remark}")
         except RocketMQError as exc:
+            if isinstance(exc, TlsRequiredError):
+                self._needs_tls.add(namesrv)
             if namesrv not in self._failing:
                 log.warning("registration with name server %s failed: %s", namesrv, exc)
                 self._failing.add(namesrv)

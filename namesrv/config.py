@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from namesrv.write_guard import Network
 from rocketspark.errors import ConfigError
 from rocketspark.protocol.codec import DEFAULT_MAX_FRAME_LENGTH, check_frame_max_length
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S
@@ -34,6 +35,8 @@ class NamesrvConfig:
     tls_server_mode: str | None = None  # disabled, permissive, enforcing; None: permissive with a certificate
     tls_server_cert_path: Path | None = None
     tls_server_key_path: Path | None = None
+    # addresses and networks that may send write requests (namesrv/write_guard.py); None: anyone
+    write_allow_list: tuple[Network, ...] | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

@@ -9,6 +9,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.kvconfig_manager import KVConfigManager
 from namesrv.processor import NamesrvProcessor
 from namesrv.route_info_manager import RouteInfoManager
+from namesrv.write_guard import WriteGuardedTable
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.remoting.processor import ProcessorTable
 from rocketspark.remoting.server import RemotingServer
@@ -23,7 +24,8 @@ class NamesrvController:
         self.routes = RouteInfoManager(broker_expired_ms=config.broker_channel_expired_ms)
         self._config_io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="config-io")
         self.kv_config = KVConfigManager(AtomicFileWriter(config.kv_config_path, self._config_io))
-        self.processors = ProcessorTable()
+        allowed = config.write_allow_list
+        self.processors = WriteGuardedTable(allowed) if allowed is not None else ProcessorTable()
         self.server = RemotingServer(
             self.processors,
             host=config.host,

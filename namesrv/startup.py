@@ -9,6 +9,7 @@ from pathlib import Path
 
 from namesrv.config import DEFAULT_PORT, NamesrvConfig, default_data_dir
 from namesrv.controller import NamesrvController
+from namesrv.write_guard import parse_allow_list
 from rocketspark.logs import LOG_LEVELS, configure_logging
 from rocketspark.protocol.codec import DEFAULT_MAX_FRAME_LENGTH
 from rocketspark.remoting.tls import TlsMode
@@ -78,9 +79,16 @@ def parse_args(argv: list[str] | None = None, prog: str = "python -m namesrv") -
     parser.add_argument(
         "--tls.server.keyPath", dest="tls_key", type=Path, metavar="FILE", help="its PEM private key (unencrypted)"
     )
+    parser.add_argument(
+        "--write-allow-list",
+        metavar="ADDRESSES",
+        help="comma-separated addresses and networks (10.0.0.5,10.0.1.0/24) that may register brokers, wipe "
+        "write permissions, delete topics and change the KV config (default: anyone)",
+    )
     parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS, help="on stderr (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
+        allowed = parse_allow_list(args.write_allow_list) if args.write_allow_list is not None else None
         config = NamesrvConfig(
             host=args.listen,
             port=args.port,
@@ -92,6 +100,7 @@ def parse_args(argv: list[str] | None = None, prog: str = "python -m namesrv") -
             tls_server_mode=args.tls_mode,
             tls_server_cert_path=args.tls_cert,
             tls_server_key_path=args.tls_key,
+            write_allow_list=allowed,
         )
     except ValueError as exc:
         parser.error(str(exc))

@@ -101,6 +101,11 @@ class ConnectionClosedError(RemotingError):
     retriable = True
 
 
+class TlsRequiredError(ConnectionClosedError):
+    """A plain connection was closed by the server before it answered anything: most likely a
+    server that enforces TLS (`tls.server.mode=enforcing`). The message names the option to set."""
+
+
 class ResponseError(RocketMQError):
     """A server answered a request with a code other than SUCCESS."""
 
@@ -125,6 +130,8 @@ class ResponseError(RocketMQError):
             cls = AccessDeniedError  # the bundled broker's ACL; other 16s (a topic not writable) are not
         detail = f": {reason.strip()}" if reason and reason.strip() else ""
         message = f"{context} failed with {code_name(code, ResponseCode)}{detail}"
+        if cls is AccessDeniedError and reason and any(words in reason for words in _UNSIGNED_REFUSALS):
+            message += f"; {CREDENTIALS_FIX}"
         return cls(message, code=code, remark=remark)
 
 
@@ -172,6 +179,14 @@ class AccessDeniedError(NoPermissionError):
 
 #: how the bundled broker's access control starts the remark of every refusal (broker.acl)
 ACL_REFUSAL_PREFIX = "No permission: "
+#: what an unsigned request's refusal says: ours, and Apache 4.x's AclException
+_UNSIGNED_REFUSALS = ("carries no AccessKey", "No accessKey is configured")
+#: how to sign requests, in each client's words
+CREDENTIALS_FIX = (
+    "pass credentials: credentials=SessionCredentials(access_key, secret_key) in the client, "
+    "--access-key or ROCKETMQ_ACCESS_KEY with ROCKETMQ_SECRET_KEY for the rocketspark command, "
+    "accessKey and secretKey in Spark"
+)
 
 
 #: how Apache 4.x's remark of a refused ACL check starts its exception's text

@@ -12,6 +12,8 @@ import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from rocketspark.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 
@@ -45,7 +47,7 @@ def run_process(main: Callable[[], Coroutine[Any, Any, None]], what: str) -> int
     """Exit code of a server process: 0 after a clean stop, 1 when it could not start."""
     try:
         run_event_loop(main())
-    except OSError as exc:
+    except (OSError, ConfigError) as exc:
         log.error("%s failed to start: %s", what, exc)  # noqa: TRY400 - the reason is the whole story
         return 1
     return 0

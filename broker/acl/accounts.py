@@ -11,13 +11,20 @@
         topicPerms: [topicA=DENY, topicB=PUB|SUB]
         groupPerms: [groupA=DENY, groupB=SUB]
 
-Stricter than Apache, which skips what it cannot read: an unknown key, an unknown permission word,
-an address pattern it cannot read, a short or repeated access key is an error naming its line.
+Stricter than Apache, which skips what it cannot read: an unknown key, a key given twice (YAML would
+keep the last silently), a topic or group listed twice, an unknown permission word, an address
+pattern it cannot read, a short or repeated access key is an error naming its line. A file that its
+group or everyone may write is refused (anyone who can write it can give themselves every right),
+and the file is read until two reads in a row agree, so a file being written in place is not taken
+with its last lines missing.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
+import stat
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +49,9 @@ _ACCOUNT_KEYS = (
     "topicPerms",
     "groupPerms",
 )
+#: reads of a file being written until two in a row agree, and the pause between reads
+SETTLE_READS = 10
+SETTLE_PAUSE_S = 0.05
 _TRUE = {"true", "yes", "on"}
 _FALSE = {"false", "no", "off"}
 
@@ -77,9 +87,14 @@ class AclConfig:
 def load_acl(path: Path, *, reload: bool = False) -> AclConfig:
     """The accounts of the file at `path`; `reload`: see parse_acl."""
     try:
-        data = path.read_bytes()
+        mode = os.stat(path).st_mode
+        data = _settled_read(path)
     except OSError as exc:
         raise AclFileError(f"cannot read the ACL accounts file {path}: {exc.strerror or exc}") from None
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise AclFileError(
+            f"{path}: refused: its group or everyone may write it (mode {stat.filemode(mode)}); run chmod go-w {path}"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -89,6 +104,18 @@ def load_acl(path: Path, *, reload: bool = False) -> AclConfig:
             f"{path}:{line}: not UTF-8: byte 0x{data[exc.start]:02x} at column {column} (offset {exc.start})"
         ) from None
     return parse_acl(text, str(path), reload=reload)
+
+
+def _settled_read(path: Path) -> bytes:
+    """`path`'s bytes once two reads in a row agree (a file written in place is read again)."""
+    data = path.read_bytes()
+    for _ in range(SETTLE_READS):
+        time.sleep(SETTLE_PAUSE_S)
+        again = path.read_bytes()
+        if again == data:
+            return data
+        data = again
+    raise AclFileError(f"{path}: the file kept changing while it was read; it is read again at its next change")
 
 
 def parse_acl(text: str, source: str, *, reload: bool = False) -> AclConfig:
@@ -141,6 +168,8 @@ class _Reader:
                 close = difflib.get_close_matches(key, keys, n=1)
                 hint = f" (did you mean {close[0]}?)" if close else f"; expected one of {', '.join(keys)}"
                 self.fail(key_node, f"unknown key {key!r} in {what}{hint}")
+            if key in result:
+                self.fail(key_node, f"key {key!r} is given twice in {what} (YAML would keep the last one silently)")
             result[key] = value_node
         return result
 
@@ -183,6 +212,8 @@ class _Reader:
             name, sep, word = entry.partition("=")
             if not sep or not name.strip():
                 self.fail(item, f"a {kind} permission is {kind}=PERM, as in {kind}A=SUB; got {entry!r}")
+            if name.strip() in perms:
+                self.fail(item, f"{kind} {name.strip()} is listed twice")
             perms[name.strip()] = self.permission(_scalar_like(item, word), Perm.DENY)
         return perms
 

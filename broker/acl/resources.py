@@ -5,6 +5,9 @@ Apache RocketMQ 4.9's PlainAccessValidator.parse; where 4.9 checks nothing (the 
 queries, locks) this table asks what the request's topic and group make sense of, and a code the
 table does not list needs `admin`, so a processor added later is closed until its rule is written.
 A `%RETRY%<group>` topic is the group's resource, needing SUB on the group, as Apache's.
+END_TRANSACTION needs PUB on the half message's real topic, which only its processor reads: the rule
+asks PUB on the topic the header names (5.x clients send it), and the processor asks the rest with
+`end_transaction_needs` through broker.acl.guard.late_refusal.
 CHECK_TRANSACTION_STATE goes from the broker to a producer, never to the broker: it has no rule.
 """
 
@@ -40,6 +43,7 @@ from rocketspark.protocol.headers.send import (
     SendMessageRequestHeader,
     decode_send_header,
 )
+from rocketspark.protocol.headers.transaction import EndTransactionRequestHeader
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,17 @@ def _arrow_send(request: RemotingCommand) -> Needs:
 
 def _send_back(request: RemotingCommand) -> Needs:
     return Needs((on_group(request.decode_header(ConsumerSendMsgBackRequestHeader).group),))
+
+
+def _end_transaction(request: RemotingCommand) -> Needs:
+    topic = request.decode_header(EndTransactionRequestHeader).topic
+    return Needs((on_topic(topic, Perm.PUB),)) if topic else AUTHENTICATED
+
+
+def end_transaction_needs(half_real_topic: str) -> Needs:
+    """What ending a half message needs: PUB on its real topic (its REAL_TOPIC property), for the
+    processor to ask once it has read the half message."""
+    return Needs((on_topic(half_real_topic, Perm.PUB),))
 
 
 def _pull(request: RemotingCommand) -> Needs:
@@ -164,7 +179,7 @@ RULES: dict[int, Rule] = {
     RequestCode.QUERY_MESSAGE: _query_message,
     RequestCode.GET_CONSUME_STATS: _consume_stats,
     RequestCode.VIEW_MESSAGE_BY_ID: lambda request: AUTHENTICATED,  # SUB on the message's topic: query_message.py
-    RequestCode.END_TRANSACTION: lambda request: AUTHENTICATED,  # Apache checks its signature only
+    RequestCode.END_TRANSACTION: _end_transaction,  # and end_transaction_needs, asked by the processor
     RequestCode.GET_ALL_TOPIC_CONFIG: lambda request: AUTHENTICATED,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: lambda request: AUTHENTICATED,  # names; offsets (43) need ADMIN
     RequestCode.GET_BROKER_RUNTIME_INFO: lambda request: AUTHENTICATED,
@@ -172,6 +187,10 @@ RULES: dict[int, Rule] = {
     RequestCode.DELETE_TOPIC_IN_BROKER: lambda request: ADMIN,
     RequestCode.GET_BROKER_CONFIG: lambda request: ADMIN,
 }
+
+
+#: the codes whose rule reads the body: a refusal before the signature step does not parse it
+READS_BODY = frozenset({RequestCode.HEART_BEAT, RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ})
 
 
 def needs_of(request: RemotingCommand) -> Needs:

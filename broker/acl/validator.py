@@ -4,15 +4,19 @@
 2. no `AccessKey`: refused; an access key without an account: refused;
 3. an address of the account's own white list: accepted, without signature or permission checks;
 4. the signature (rocketspark.remoting.signing, compared in constant time): refused when it differs;
+   then the request's shape (broker.acl.shapes): a field of another code's header is refused, so a
+   signature cannot be re-aimed at another code, and a required field missing is INVALID_PARAMETER;
 5. the permissions broker.acl.resources names for the request code: `admin`, then each topic and
    group (an explicit entry, else the account's default; DENY always refuses). An admin account
    without any topic or group entry may use every topic and group, and a PUB on
    RMQ_SYS_TRACE_TOPIC (message traces) needs only the signature, as in Apache.
 
-A refusal is the reason as text, starting with rocketspark.errors.ACL_REFUSAL_PREFIX (so that
-clients tell it from the NO_PERMISSION of a topic whose permission was wiped): it names the access
-key and the permission and resource refused, never a secret. A refusal before the permission step
-(no access key, no account, a wrong signature) ends with what the request would need.
+A refusal is the reason as text (a `Refusal`, which also names its kind for the throttled log),
+starting with rocketspark.errors.ACL_REFUSAL_PREFIX (so that clients tell it from the NO_PERMISSION
+of a topic whose permission was wiped): it names the access key and the permission and resource
+refused, never a secret. A refusal before the permission step (no access key, no account, a wrong
+signature) ends with what the request's header says it would need: nothing of an unauthenticated
+body is read for it, and every value the peer chose is escaped and clipped.
 
 `refused_needs` checks one account's permissions on its own, for processors that learn the resource
 only from what they read (VIEW_MESSAGE_BY_ID's topic is the stored message's).
@@ -24,15 +28,28 @@ import logging
 
 from broker.acl.accounts import Account, AclConfig
 from broker.acl.permission import Perm, allows
-from broker.acl.resources import Needs, needs_of
+from broker.acl.resources import READS_BODY, Needs, needs_of
+from broker.acl.shapes import refused_shape
 from rocketspark.errors import ACL_REFUSAL_PREFIX as REFUSED
 from rocketspark.protocol.codes import code_name
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.signing import ACCESS_KEY, verify
+from rocketspark.remoting.throttled_log import escaped
 
 log = logging.getLogger(__name__)
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+
+
+class Refusal(str):
+    """Why a request is refused (the remark), and `kind`: which step refused it, for the log."""
+
+    kind: str
+
+    def __new__(cls, text: str, kind: str) -> Refusal:
+        refusal = super().__new__(cls, text)
+        refusal.kind = kind
+        return refusal
 
 
 class AccessValidator:
@@ -41,7 +58,7 @@ class AccessValidator:
     def __init__(self, config: AclConfig) -> None:
         self.config = config
 
-    def check(self, client_ip: str, request: RemotingCommand) -> str | None:
+    def check(self, client_ip: str, request: RemotingCommand) -> Refusal | None:
         """Why `request` from `client_ip` is refused, or None when it may go on to its processor."""
         config = self.config  # one snapshot for the whole check
         if any(matches(client_ip) for matches in config.global_white):
@@ -49,17 +66,22 @@ class AccessValidator:
         access_key = request.ext_fields.get(ACCESS_KEY)
         if not access_key:
             reason = f"{code_name(request.code)} carries no AccessKey; this broker needs signed requests"
-            return f"{REFUSED}{reason}{_needs_text(request)}"
+            return Refusal(f"{REFUSED}{reason}{_needs_text(request)}", "unsigned")
         account = config.accounts.get(access_key)
         if account is None:
-            return f"{REFUSED}access key {access_key} has no account on this broker{_needs_text(request)}"
+            reason = f"access key {escaped(access_key)} has no account on this broker"
+            return Refusal(f"{REFUSED}{reason}{_needs_text(request)}", "unknown access key")
         if account.white_address(client_ip):
             return None
         if not verify(request, account.secret_key):
-            return f"{REFUSED}signature does not match for access key {access_key}{_needs_text(request)}"
+            reason = f"signature does not match for access key {access_key}"
+            return Refusal(f"{REFUSED}{reason}{_needs_text(request)}", "bad signature")
+        shape = refused_shape(request)
+        if shape is not None:
+            return Refusal(shape, "re-aimed")
         return _refused_permission(account, request.code, needs_of(request))
 
-    def refused_needs(self, client_ip: str, access_key: str | None, code: int, needs: Needs) -> str | None:
+    def refused_needs(self, client_ip: str, access_key: str | None, code: int, needs: Needs) -> Refusal | None:
         """Why `access_key`'s account (whose signature the check already verified) may not have
         `needs` for a request of `code`, or None when it may; from a white-listed address, None."""
         config = self.config
@@ -67,15 +89,18 @@ class AccessValidator:
             return None
         account = config.accounts.get(access_key) if access_key else None
         if account is None:  # only after a reload removed the account since the check
-            return f"{REFUSED}access key {access_key} has no account on this broker"
+            return Refusal(f"{REFUSED}access key {access_key} has no account on this broker", "unknown access key")
         if account.white_address(client_ip):
             return None
         return _refused_permission(account, code, needs)
 
 
 def _needs_text(request: RemotingCommand) -> str:
-    """ " (needs SUB on topic T, SUB on group G)": what `request` would need, for a refusal before
-    the permission step; empty when its header or body cannot be read (the refusal stands anyway)."""
+    """ " (needs SUB on topic T, SUB on group G)": what `request`'s header says it would need, for a
+    refusal before the permission step; empty when the rule reads the body (an unauthenticated body is
+    never parsed) or the header cannot be read (the refusal stands anyway)."""
+    if request.code in READS_BODY:
+        return ""
     try:
         needs = needs_of(request)
     except Exception:  # a malformed request is refused for its signature all the same
@@ -85,13 +110,19 @@ def _needs_text(request: RemotingCommand) -> str:
         return " (needs an admin account)"
     if not needs.resources:
         return ""
-    return " (needs " + ", ".join(f"{need.perm.name} on {need.kind} {need.name}" for need in needs.resources) + ")"
+    return (
+        " (needs "
+        + ", ".join(f"{need.perm.name} on {need.kind} {escaped(need.name)}" for need in needs.resources)
+        + ")"
+    )
 
 
-def _refused_permission(account: Account, code: int, needs: Needs) -> str | None:
+def _refused_permission(account: Account, code: int, needs: Needs) -> Refusal | None:
     key = account.access_key
     if needs.admin and not account.admin:
-        return f"{REFUSED}{code_name(code)} needs an admin account, and access key {key} is not one"
+        return Refusal(
+            f"{REFUSED}{code_name(code)} needs an admin account, and access key {key} is not one", "permission"
+        )
     if account.admin and not account.topic_perms and not account.group_perms:
         return None
     if any(need.kind == "topic" and need.name == TRACE_TOPIC and need.perm == Perm.PUB for need in needs.resources):
@@ -99,5 +130,5 @@ def _refused_permission(account: Account, code: int, needs: Needs) -> str | None
     for need in needs.resources:
         owned = account.topic_perm(need.name) if need.kind == "topic" else account.group_perm(need.name)
         if not allows(owned, need.perm):
-            return f"{REFUSED}{need.perm.name} on {need.kind} {need.name} for access key {key}"
+            return Refusal(f"{REFUSED}{need.perm.name} on {need.kind} {need.name} for access key {key}", "permission")
     return None

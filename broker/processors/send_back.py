@@ -4,7 +4,9 @@ As Apache RocketMQ's SendMessageProcessor.consumerSendMsgBack: the message at th
 log offset is stored again in a random queue of %RETRY%<group>, delayed by the requested level or,
 for level 0, by level 3 + the times it was consumed, with RETRY_TOPIC (its first topic),
 ORIGIN_MESSAGE_ID (its first offset msgId) and its reconsume times raised by one (also in
-RECONSUME_TIME). Once its reconsume times reach the limit (the request's maxReconsumeTimes, else the
+RECONSUME_TIME). Under ACL the signing account needs SUB on the message's own topic (as
+VIEW_MESSAGE_BY_ID), not only on its group: else any offset would copy any message into a topic
+the group may pull. Once its reconsume times reach the limit (the request's maxReconsumeTimes, else the
 group's retryMaxTimes), or when the requested level is negative, it goes to %DLQ%<group> instead.
 """
 
@@ -12,6 +14,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from broker.acl.guard import late_refusal
+from broker.acl.permission import Perm
+from broker.acl.resources import Needs, on_topic
 from broker.context import HasAddress, HasDelayLevels, HasStore
 from broker.retry import RetryContext, dead_letter_queue, exhausted, retry_queue, subscription_group
 from broker.store.writer.append_requests import StandardMessage
@@ -32,8 +37,10 @@ class SendBackContext(RetryContext, HasStore, HasAddress, HasDelayLevels, Protoc
 class SendBackProcessor:
     def __init__(self, broker: SendBackContext) -> None:
         self.broker = broker
+        self._table = ProcessorTable()
 
     def register(self, table: ProcessorTable) -> None:
+        self._table = table
         table.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_back)
 
     async def send_back(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -46,6 +53,9 @@ class SendBackProcessor:
         row = await broker.store.message_at(header.offset)
         if row is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
+        refusal = late_refusal(self._table, connection, request, Needs((on_topic(str(row["topic"]), Perm.SUB),)))
+        if refusal is not None:
+            return request.response(ResponseCode.NO_PERMISSION, refusal)
         properties = props.decode_properties(row["properties"])
         reconsume_times = row["reconsume_times"]
         changes: dict[str, str | None] = {

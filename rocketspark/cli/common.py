@@ -105,7 +105,7 @@ def _credentials() -> SessionCredentials | None:
     from rocketspark.remoting.signing import SessionCredentials as Credentials  # noqa: PLC0415
 
     if not state.access_key:
-        return None
+        return credentials_from_env()  # None, or a ConfigError for a lone ROCKETMQ_SECRET_KEY
     try:
         return credentials_from_env(state.access_key)
     except ConfigError:

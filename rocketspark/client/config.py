@@ -92,10 +92,12 @@ def client_config_for(
 
 def credentials_from_env(access_key: str | None = None) -> SessionCredentials | None:
     """Credentials of `access_key` (default: ROCKETMQ_ACCESS_KEY) with ROCKETMQ_SECRET_KEY and the
-    optional ROCKETMQ_SECURITY_TOKEN; None without an access key. An access key without its secret
-    is a ConfigError naming the variable (never a value)."""
+    optional ROCKETMQ_SECURITY_TOKEN; None without an access key. An access key without its secret,
+    or a secret without an access key, is a ConfigError naming the variable (never a value)."""
     key = (access_key or os.environ.get(ACCESS_KEY_ENV) or "").strip()
     if not key:
+        if os.environ.get(SECRET_KEY_ENV):
+            raise ConfigError(f"{SECRET_KEY_ENV} is set without an access key: set {ACCESS_KEY_ENV} (or --access-key)")
         return None
     secret = os.environ.get(SECRET_KEY_ENV)
     if not secret:

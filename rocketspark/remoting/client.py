@@ -9,8 +9,15 @@ import ssl
 from typing import Protocol
 
 from rocketspark.aio import wait_until
-from rocketspark.errors import RemotingConnectError, RemotingTimeoutError, TlsHandshakeError
+from rocketspark.errors import (
+    ConnectionClosedError,
+    RemotingConnectError,
+    RemotingTimeoutError,
+    TlsHandshakeError,
+    TlsRequiredError,
+)
 from rocketspark.protocol.codec import DEFAULT_MAX_FRAME_LENGTH
+from rocketspark.protocol.codes import code_name
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S, Connection
 from rocketspark.remoting.processor import ProcessorTable
@@ -20,6 +27,11 @@ from rocketspark.remoting.tls import TrustSetting, client_context, require_tls_f
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 3.0
+#: what to do when a plain connection is closed unanswered, in each client's words
+TLS_REQUIRED_FIX = (
+    "if it enforces TLS (tls.server.mode=enforcing), connect with TLS: use_tls=True in the client, "
+    "--tls for the rocketspark command, useTLS=true in Spark, tls.enable=true for a broker"
+)
 #: OpenSSL's verify codes of a certificate that does not name the host dialled (host name, IP address)
 _NAME_MISMATCH = (62, 64)
 
@@ -157,7 +169,15 @@ class RemotingClient:
         if remaining <= 0:
             raise RemotingTimeoutError(f"request to {address} timed out while connecting")
         self._before_request(address, request)
-        return await connection.invoke(request, remaining)
+        try:
+            return await connection.invoke(request, remaining)
+        except ConnectionClosedError as exc:
+            if self.tls is not None or connection.received_any:
+                raise
+            raise TlsRequiredError(
+                f"{code_name(request.code)} to {address}: the server closed the plain connection without any "
+                f"answer; {TLS_REQUIRED_FIX}"
+            ) from exc
 
     async def invoke_oneway(self, address: str, request: RemotingCommand, timeout_s: float | None = None) -> None:
         connection = await self.connection(address, timeout_s)

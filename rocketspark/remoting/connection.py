@@ -17,12 +17,20 @@ from rocketspark.errors import ConnectionClosedError, ProtocolError, RemotingTim
 from rocketspark.protocol.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode, frame_head
 from rocketspark.protocol.codes import ResponseCode, SerializeType, code_name
 from rocketspark.protocol.command import RPC_TYPE_RESPONSE, RemotingCommand
+from rocketspark.remoting.throttled_log import ThrottledLog
 
 log = logging.getLogger(__name__)
+#: requests refused with a RocketMQError (a bad header from any peer): one INFO line per 10 s
+_refusals = ThrottledLog(log)
+#: connections closed for a frame that cannot be decoded: one WARNING line per 10 s
+_protocol_errors = ThrottledLog(log, logging.WARNING)
 
 DEFAULT_IDLE_TIMEOUT_S = 120.0
 #: bodies from this size on are written after their frame's head as they are, not joined into one frame
 LARGE_BODY_BYTES = 256 * 1024
+#: requests one connection dispatches in one turn of the event loop; the rest of a read waits for the
+#: next turn, so a peer that pipelines thousands of small requests cannot hold the loop from the others
+REQUESTS_PER_TURN = 64
 
 #: what a request handler returns: the response, None for no response, or an awaitable of either
 HandlerResult: TypeAlias = RemotingCommand | Awaitable[RemotingCommand | None] | None
@@ -48,13 +56,21 @@ class Connection(asyncio.Protocol):
         serialize_type: SerializeType = SerializeType.JSON,
         on_close: Callable[[Connection], None] | None = None,
         max_in_flight: int = 0,
+        max_unsent_bytes: int = 0,
     ) -> None:
         """`max_in_flight` > 0: while that many requests are being handled, stop reading from the
         peer (TCP back-pressure), so one connection cannot pile up unbounded handler tasks. Requests
-        already read then wait in `_backlog` (at most what one read delivered)."""
+        already read then wait in `_backlog` (at most what one read delivered).
+
+        `max_unsent_bytes` > 0 (the server's connections): while more than that many bytes of answers
+        wait to be sent (a peer that does not read them), stop reading its requests, until a quarter of
+        it is left; so a peer that never reads cannot make the answers queue without limit."""
         self._processors = processors
         self._max_in_flight = max_in_flight
-        self._reading_paused = False
+        self._max_unsent_bytes = max_unsent_bytes
+        self._unsent_paused = False  # more than max_unsent_bytes wait to be sent
+        self._transport_paused = False  # reading the transport is paused
+        self._next_turn: asyncio.Handle | None = None  # the backlog's next turn, when one is scheduled
         self._backlog: deque[RemotingCommand] = deque()
         self._decoder = FrameDecoder(max_frame_length)
         self._idle_timeout_s = idle_timeout_s
@@ -73,6 +89,7 @@ class Connection(asyncio.Protocol):
         self.remote_address = "?"
         self.local_address = "?"
         self.attributes: dict[str, Any] = {}  # per-connection state owned by processors
+        self.received_any = False  # whether the peer ever sent a byte
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
@@ -80,22 +97,30 @@ class Connection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
         self.remote_address = _format_address(transport.get_extra_info("peername"))
         self.local_address = _format_address(transport.get_extra_info("sockname"))
+        if self._max_unsent_bytes > 0:
+            self._transport.set_write_buffer_limits(high=self._max_unsent_bytes, low=self._max_unsent_bytes // 4)
         if self._idle_timeout_s > 0:
             self._idle_handle = self._loop.call_later(self._idle_timeout_s, self._check_idle)
 
     def data_received(self, data: bytes) -> None:
         self._last_activity = self._loop.time()
+        self.received_any = True
+        dispatched = 0
         try:
             for command in self._decoder.feed(data):
                 if command.is_response:
                     self._complete(command)
-                elif self._reading_paused:
+                elif self._backlog or self._holding() or dispatched >= REQUESTS_PER_TURN:
                     self._backlog.append(command)
                 else:
                     self._dispatch(command)
+                    dispatched += 1
         except ProtocolError as exc:
-            log.warning("closing connection %s: %s", self.remote_address, exc)
+            _protocol_errors.log("protocol errors", "closing connection %s: %s", self.remote_address, exc)
             self.close(f"protocol error: {exc}")
+        if self._backlog:
+            self._schedule_turn()
+            self._set_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._close_reason is None:
@@ -128,10 +153,21 @@ class Connection(asyncio.Protocol):
     def pause_writing(self) -> None:
         if self._write_resumed is None or self._write_resumed.done():
             self._write_resumed = self._loop.create_future()
+        if self._max_unsent_bytes > 0:
+            self._unsent_paused = True
+            self._set_reading()
 
     def resume_writing(self) -> None:
         if self._write_resumed is not None and not self._write_resumed.done():
             self._write_resumed.set_result(None)
+        if self._unsent_paused:
+            self._unsent_paused = False
+            self._serve_backlog()
+
+    @property
+    def reading(self) -> bool:
+        """Whether requests are being read from the peer (not paused for back-pressure)."""
+        return not self._transport_paused
 
     # -- sending ---------------------------------------------------------------------------------
 
@@ -236,22 +272,47 @@ class Connection(asyncio.Protocol):
             if request.is_oneway:
                 self._oneway_tasks.add(task)
             task.add_done_callback(self._handler_done)
-            if 0 < self._max_in_flight <= len(self._handler_tasks) and not self._reading_paused:
-                assert self._transport is not None
-                self._transport.pause_reading()
-                self._reading_paused = True
+            self._set_reading()
 
     def _handler_done(self, task: asyncio.Task[None]) -> None:
         self._handler_tasks.discard(task)
         self._oneway_tasks.discard(task)
-        if not self._reading_paused or self.closed:
+        self._serve_backlog()
+
+    def _holding(self) -> bool:
+        """Whether requests must wait: `max_in_flight` handlers run, or too many answers are unsent."""
+        return self._unsent_paused or 0 < self._max_in_flight <= len(self._handler_tasks)
+
+    def _serve_backlog(self) -> None:
+        """Dispatch a turn's worth of the requests read while holding, until holding again; the next
+        turn is scheduled while some remain; reading resumes once all went."""
+        self._next_turn = None
+        if self.closed:
             return
-        while self._backlog and len(self._handler_tasks) < self._max_in_flight:
+        served = 0
+        while self._backlog and not self._holding() and served < REQUESTS_PER_TURN:
             self._dispatch(self._backlog.popleft())
-        if not self._backlog and len(self._handler_tasks) < self._max_in_flight:
-            assert self._transport is not None
+            served += 1
+        if self._backlog:
+            self._schedule_turn()
+        self._set_reading()
+
+    def _schedule_turn(self) -> None:
+        """Serve the backlog in a later turn of the loop, unless holding (its end serves it) or scheduled."""
+        if self._next_turn is None and not self._holding():
+            self._next_turn = self._loop.call_soon(self._serve_backlog)
+
+    def _set_reading(self) -> None:
+        """Pause reading the transport while requests wait or must wait (TCP back-pressure), else resume."""
+        paused = bool(self._backlog) or self._holding()
+        if paused == self._transport_paused or self.closed:
+            return
+        assert self._transport is not None
+        if paused:
+            self._transport.pause_reading()
+        else:
             self._transport.resume_reading()
-            self._reading_paused = False
+        self._transport_paused = paused
 
     async def _await_handler(self, request: RemotingCommand, pending: Any) -> None:
         try:
@@ -265,7 +326,9 @@ class Connection(asyncio.Protocol):
     def _error_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
         if isinstance(exc, RocketMQError):
             code = exc.code if exc.code is not None else ResponseCode.SYSTEM_ERROR
-            log.info("%s from %s refused: %s", code_name(request.code), self.remote_address, exc)
+            _refusals.log(
+                "refused requests", "%s from %s refused: %s", code_name(request.code), self.remote_address, exc
+            )
             return request.response(code, str(exc))
         log.exception("processor for %s from %s failed", code_name(request.code), self.remote_address)
         return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")

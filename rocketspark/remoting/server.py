@@ -1,9 +1,11 @@
 """asyncio remoting server: accepts connections and serves them with a processor table.
 
 TLS and plain connections share the port (:mod:`rocketspark.remoting.tls`): the server accepts each
-socket itself, peeks at the first byte the client sends (waiting at most the idle timeout, so a
-silent peer does not hold a socket), refuses the kinds its mode does not accept, and hands the
-socket to the event loop with or without TLS.
+socket itself, peeks at the first byte the client sends (waiting at most `PEEK_TIMEOUT_S`, or the
+idle timeout when shorter, so a silent peer does not hold a socket), refuses the kinds its mode does
+not accept, and hands the socket to the event loop with or without TLS. At most `MAX_ADMITTING`
+sockets may be waiting for their first byte: past it a new socket is closed at once, so silent peers
+cannot pile up sockets.
 """
 
 from __future__ import annotations
@@ -17,13 +19,22 @@ from rocketspark.protocol.codec import DEFAULT_MAX_FRAME_LENGTH
 from rocketspark.protocol.codes import SerializeType
 from rocketspark.remoting.connection import DEFAULT_IDLE_TIMEOUT_S, Connection
 from rocketspark.remoting.processor import ProcessorTable
+from rocketspark.remoting.throttled_log import ThrottledLog
 from rocketspark.remoting.tls import TLS_HANDSHAKE_RECORD, ServerTls, TlsMode
 
 log = logging.getLogger(__name__)
+#: sockets closed for sending nothing: one INFO line per 10 s
+_silent_peers = ThrottledLog(log)
 
 LISTEN_BACKLOG = 1024
 #: a TLS client that has not finished its handshake this long after its first byte is dropped
 TLS_HANDSHAKE_TIMEOUT_S = 30.0
+#: how long a new socket may stay silent before its first byte
+PEEK_TIMEOUT_S = 5.0
+#: sockets accepted and not yet served (waiting for their first byte or TLS handshake) at most
+MAX_ADMITTING = 256
+#: a connection whose peer leaves this many bytes of answers unread is not read from until it reads them
+MAX_UNSENT_BYTES = 1024 * 1024
 
 
 class RemotingServer:
@@ -44,8 +55,13 @@ class RemotingServer:
         serialize_type: SerializeType = SerializeType.JSON,
         max_in_flight_per_connection: int = 0,
         tls: ServerTls | None = None,
+        peek_timeout_s: float = PEEK_TIMEOUT_S,
+        max_admitting: int = MAX_ADMITTING,
     ) -> None:
         self.processors = processors
+        self._peek_timeout_s = min(peek_timeout_s, idle_timeout_s) if idle_timeout_s > 0 else peek_timeout_s
+        self._max_admitting = max_admitting
+        self._refused_sockets = ThrottledLog(log, logging.WARNING)
         self._max_in_flight = max_in_flight_per_connection
         self.host = host
         self.port = port
@@ -104,6 +120,15 @@ class RemotingServer:
                 log.warning("accepting a connection on %s failed: %s", self.address, exc)
                 await asyncio.sleep(0.1)
                 continue
+            if len(self._admitting) >= self._max_admitting:
+                self._refused_sockets.log(
+                    "sockets closed",
+                    "closed a new connection from %s: %s sockets are still silent",
+                    _peer_name(sock),
+                    len(self._admitting),
+                )
+                sock.close()
+                continue
             task = loop.create_task(self._admit(sock))
             self._admitting.add(task)
             task.add_done_callback(self._admitting.discard)
@@ -115,7 +140,7 @@ class RemotingServer:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = _peer_name(sock)
         try:
-            first = await _first_byte(sock, self._idle_timeout_s if self._idle_timeout_s > 0 else None)
+            first = await _first_byte(sock, self._peek_timeout_s)
             tls = first == TLS_HANDSHAKE_RECORD and self._handshake_byte_is_tls
             if first is None or not self._accepts(tls, peer):
                 sock.close()
@@ -155,6 +180,7 @@ class RemotingServer:
             serialize_type=self._serialize_type,
             on_close=self._connection_closed,
             max_in_flight=self._max_in_flight,
+            max_unsent_bytes=MAX_UNSENT_BYTES,
         )
 
     def _connection_closed(self, connection: Connection) -> None:
@@ -185,7 +211,7 @@ class RemotingServer:
             await connection.wait_closed()
 
 
-async def _first_byte(sock: socket.socket, timeout_s: float | None) -> int | None:
+async def _first_byte(sock: socket.socket, timeout_s: float) -> int | None:
     """The first byte `sock`'s peer sent, left unread; None when it closed or sent nothing in time."""
     loop = asyncio.get_running_loop()
     fd = sock.fileno()
@@ -205,7 +231,12 @@ async def _first_byte(sock: socket.socket, timeout_s: float | None) -> int | Non
                 finally:
                     loop.remove_reader(fd)
     except TimeoutError:
-        log.info("closing connection from %s: nothing received within %.0f s", _peer_name(sock), timeout_s)
+        _silent_peers.log(
+            "silent connections",
+            "closing connection from %s: nothing received within %s s",
+            _peer_name(sock),
+            f"{timeout_s:.3g}",
+        )
         return None
     except ConnectionError:
         return None

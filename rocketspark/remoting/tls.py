@@ -69,16 +69,23 @@ class ServerTls:
         return self.mode is not TlsMode.DISABLED or max_frame_length < PERMISSIVE_MAX_FRAME_LENGTH
 
 
-def server_tls(mode: TlsMode | str | None, cert_path: Path | None, key_path: Path | None) -> ServerTls:
+def server_tls(
+    mode: TlsMode | str | None,
+    cert_path: Path | None,
+    key_path: Path | None,
+    *,
+    mode_with_cert: TlsMode = TlsMode.PERMISSIVE,
+) -> ServerTls:
     """The server TLS for `tls.server.mode`, `tls.server.certPath` and `tls.server.keyPath`.
 
-    No mode means `disabled` without a certificate and `permissive` with one. A mode other than
+    No mode means `disabled` without a certificate and `mode_with_cert` with one (the broker asks
+    `enforcing` when ACL is on: a signature sent in plain text can be replayed). A mode other than
     `disabled` needs both paths; the files are read here, so a bad one stops the server at boot.
     """
     if isinstance(mode, str):
         mode = TlsMode.parse(mode)
     if mode is None:
-        mode = TlsMode.DISABLED if cert_path is None else TlsMode.PERMISSIVE
+        mode = TlsMode.DISABLED if cert_path is None else mode_with_cert
     if mode is TlsMode.DISABLED:
         return ServerTls()
     if cert_path is None or key_path is None:

@@ -10,14 +10,12 @@ from broker.acl.accounts import parse_acl
 from broker.acl.addresses import client_ip
 from broker.acl.resources import RULES
 from broker.acl.validator import AccessValidator
-from rocketspark.message.ids import decode_offset_msg_id
-from rocketspark.message.records.decoding import decode_records
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.headers.admin import CreateTopicRequestHeader, ViewMessageRequestHeader
+from rocketspark.protocol.headers.admin import CreateTopicRequestHeader
 from rocketspark.protocol.headers.offset import QueueRequestHeader
 from rocketspark.protocol.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader
-from rocketspark.protocol.headers.send import SendMessageRequestHeader, SendMessageResponseHeader, encode_send_header
+from rocketspark.protocol.headers.send import SendMessageRequestHeader, encode_send_header
 from rocketspark.remoting.signing import SessionCredentials
 from tests.harness import ServerFactory
 from tests.integration.broker_client import properties, send_header
@@ -217,40 +215,6 @@ def test_refusals_before_the_permission_step_name_what_the_request_needs() -> No
     assert validator.check("10.1.2.3", unreadable) == (
         "No permission: PULL_MESSAGE(11) carries no AccessKey; this broker needs signed requests"
     )
-
-
-async def test_viewing_a_message_by_id_needs_sub_on_its_topic(acl_broker: AclBroker) -> None:
-    """An offset msgId reaches any message of the commit log: the message's own topic is checked."""
-
-    async def commit_log_offset(connection: RawConnection, topic: str) -> int:
-        sent = await connection.invoke(signed(send_request(topic, b"view me " + topic.encode()), ADMIN))
-        assert sent.code == ResponseCode.SUCCESS, sent.remark
-        return decode_offset_msg_id(sent.decode_header(SendMessageResponseHeader).msg_id)[1]
-
-    def view(offset: int, topic: str | None = None) -> RemotingCommand:
-        request = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset, topic))
-        return signed(request, USER)
-
-    async with RawConnection(acl_broker.broker.address) as connection:
-        denied = await commit_log_offset(connection, DENIED_TOPIC)
-        allowed = await commit_log_offset(connection, TOPIC)
-        for request in (view(denied), view(denied, TOPIC)):  # a topic in the header changes nothing
-            refused = await connection.invoke(request)
-            assert refused.code == ResponseCode.NO_PERMISSION
-            assert refused.remark == f"No permission: SUB on topic {DENIED_TOPIC} for access key {USER.access_key}"
-            assert not refused.body
-        shown = await connection.invoke(view(allowed))
-        assert shown.code == ResponseCode.SUCCESS, shown.remark
-        assert decode_records(shown.body)[0].body == b"view me " + TOPIC.encode()
-        by_admin = await connection.invoke(signed(view(denied), ADMIN))
-        assert by_admin.code == ResponseCode.SUCCESS, by_admin.remark
-
-
-def test_end_transaction_needs_only_a_signature() -> None:
-    validator = AccessValidator(parse_acl(ACCOUNTS, "accounts"))
-    request = RemotingCommand(code=RequestCode.END_TRANSACTION, ext_fields={"producerGroup": "g", "topic": "T"})
-    assert validator.check("10.1.2.3", signed(request, USER)) is None
-    assert validator.check("10.1.2.3", signed(request, SessionCredentials(USER.access_key, "wrong-123"))) is not None
 
 
 def test_client_addresses_are_matched_by_their_ip() -> None:

@@ -138,6 +138,7 @@ class EndTransactionParts:
     """EndTransactionContext, of EndTransactionProcessor (END_TRANSACTION)."""
 
     transactions: TransactionService
+    store: MessageStore
 
 
 @asynccontextmanager

@@ -32,7 +32,8 @@ class SendMessageRequestHeader(CommandHeader):
     broker_name: str | None = None
 
 
-_V2_NAMES = {
+#: SEND_MESSAGE_V2's one-letter name of each field (Java's SendMessageRequestHeaderV2)
+V2_FIELD_NAMES = {
     "producerGroup": "a",
     "topic": "b",
     "defaultTopic": "c",
@@ -48,7 +49,7 @@ _V2_NAMES = {
     "batch": "m",
     "brokerName": "n",
 }
-_V1_NAMES = {short: long for long, short in _V2_NAMES.items()}
+_V1_NAMES = {short: long for long, short in V2_FIELD_NAMES.items()}
 
 
 def decode_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
@@ -62,7 +63,7 @@ def encode_send_header(header: SendMessageRequestHeader, code: int) -> dict[str,
     ext = header.to_ext_fields()
     if code == RequestCode.SEND_MESSAGE:
         return ext
-    return {_V2_NAMES.get(k, k): v for k, v in ext.items()}
+    return {V2_FIELD_NAMES.get(k, k): v for k, v in ext.items()}
 
 
 @dataclass(slots=True)
