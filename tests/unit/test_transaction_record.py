@@ -105,7 +105,9 @@ class _Producer:
         self.ended: list[HalfMessage] = []
         self.in_flight: dict[int, int] = {}
 
-    async def end_transaction(self, half: HalfMessage, status: TransactionStatus, *, wait: bool = False) -> None:
+    async def end_transaction(
+        self, half: HalfMessage, status: TransactionStatus, *, wait: bool = False, timeout_ms: int | None = None
+    ) -> None:
         self.in_flight[half.queue_id] = self.in_flight.get(half.queue_id, 0) + 1
         assert self.in_flight[half.queue_id] == 1, "two ENDs of one queue in flight"
         await asyncio.sleep(0.001 * (20 - half.queue_offset % 20))

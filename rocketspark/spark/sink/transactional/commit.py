@@ -21,13 +21,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from rocketspark.client.producer.transaction import HalfMessage, TransactionStatus
+from rocketspark.client.producer.transaction import AsyncTransactionProducer, HalfMessage, TransactionStatus
 from rocketspark.errors import RocketMQError
 from rocketspark.spark import cluster
 from rocketspark.spark.sink.options import SinkOptions
 from rocketspark.spark.sink.transactional.ending import end_halves
 from rocketspark.spark.sink.transactional.finishing import finish_commit
-from rocketspark.spark.sink.transactional.listener import producer_for
+from rocketspark.spark.sink.transactional.listener import using_producer
 from rocketspark.spark.sink.transactional.record import BatchRecord, RecordState, load, locked, save
 from rocketspark.spark.sink.transactional.sending import TaskHalves
 from rocketspark.spark.sink.transactional.stored import queue_starts
@@ -51,23 +51,25 @@ def commit_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> BatchReco
     if not tasks:
         return None
     path = _record_path(tasks)
-    with locked(path):  # held through the ENDs: a second commit runner waits, then finds it committed
-        record = load(path)  # TransactionRecordError: a record that cannot be read ends nothing
-        if record is None or not record.commits:
-            halves = tuple(half for task in tasks for half in task.halves)
-            producer = producer_for(options)
-            starts = cluster.run(queue_starts(producer, halves))
-            record = BatchRecord(RecordState.COMMITTING, frozenset(task.attempt for task in tasks), halves, starts)
-            save(path, record)  # before any half message is ended
-            to_end: Sequence[HalfMessage] | None = halves
-        else:
-            to_end = None  # a commit begun before: those not in their queues yet
-        if record.state is RecordState.COMMITTED:
-            # a replayed batch: every END was stored. Not again: Apache RocketMQ stores each END it gets
-            log.info("transaction record %s: the batch committed before; its half messages are not ended again", path)
-        else:
-            record = finish_commit(producer_for(options), path, record, to_end)
-    _roll_back(options, _halves_outside(tasks, record.attempts))
+    timeout_ms = options.send_timeout_ms
+    with using_producer(options) as producer:
+        with locked(path):  # held through the ENDs: a second commit runner waits, then finds it committed
+            record = load(path)  # TransactionRecordError: a record that cannot be read ends nothing
+            if record is None or not record.commits:
+                halves = tuple(half for task in tasks for half in task.halves)
+                starts = cluster.run(queue_starts(producer, halves, timeout_ms))
+                attempts = frozenset(task.attempt for task in tasks)
+                record = BatchRecord(RecordState.COMMITTING, attempts, halves, starts)
+                save(path, record)  # before any half message is ended
+                to_end: Sequence[HalfMessage] | None = halves
+            else:
+                to_end = None  # a commit begun before: those not in their queues yet
+            if record.state is RecordState.COMMITTED:
+                # a replayed batch: every END was stored. Not again: Apache RocketMQ stores each END it gets
+                log.info("transaction record %s: the batch committed before; its halves are not ended again", path)
+            else:
+                record = finish_commit(producer, path, record, to_end, timeout_ms)
+        _roll_back(producer, options, _halves_outside(tasks, record.attempts))
     return record
 
 
@@ -82,14 +84,15 @@ def abort_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> None:
             before = record.attempts if record is not None else frozenset()
             record = BatchRecord(RecordState.ABORTED, before | {task.attempt for task in tasks})
             save(path, record)
-    _roll_back(options, _halves_outside(tasks, record.attempts if record.commits else frozenset()))
+    with using_producer(options) as producer:
+        _roll_back(producer, options, _halves_outside(tasks, record.attempts if record.commits else frozenset()))
 
 
-def _roll_back(options: SinkOptions, halves: list[HalfMessage]) -> None:
+def _roll_back(producer: AsyncTransactionProducer, options: SinkOptions, halves: list[HalfMessage]) -> None:
     """Best effort: the check rolls back what this does not reach."""
     if not halves:
         return
     try:
-        cluster.run(end_halves(producer_for(options), halves, TransactionStatus.ROLLBACK), None)
+        cluster.run(end_halves(producer, halves, TransactionStatus.ROLLBACK, options.send_timeout_ms), None)
     except RocketMQError as exc:
         log.warning("rolling back %d half messages failed (the brokers' checks will): %s", len(halves), exc)

@@ -34,19 +34,23 @@ ORPHAN_COMMIT_AGE_S = 60.0
 
 
 def finish_commit(
-    producer: AsyncTransactionProducer, path: str, record: BatchRecord, halves: Sequence[HalfMessage] | None = None
+    producer: AsyncTransactionProducer,
+    path: str,
+    record: BatchRecord,
+    halves: Sequence[HalfMessage] | None = None,
+    timeout_ms: int | None = None,
 ) -> BatchRecord:
     """End `halves` (by default those of the record not in their queues yet) and mark the record
-    committed; the record as saved."""
+    committed; the record as saved. Each request within `timeout_ms` (default: the producer's)."""
     if halves is None:
-        halves = cluster.run(not_stored_yet(producer, producer.group, record.halves, record.starts))
+        halves = cluster.run(not_stored_yet(producer, producer.group, record.halves, record.starts, timeout_ms))
         log.warning(
             "transaction record %s: finishing the commit begun before (%d of %d rows not in their queues yet)",
             path,
             len(halves),
             len(record.halves),
         )
-    cluster.run(end_halves(producer, halves, TransactionStatus.COMMIT), None)
+    cluster.run(end_halves(producer, halves, TransactionStatus.COMMIT, timeout_ms), None)
     committed = dataclasses.replace(record, state=RecordState.COMMITTED)
     save(path, committed)
     return committed

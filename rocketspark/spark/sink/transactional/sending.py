@@ -30,7 +30,7 @@ from rocketspark.spark.sink.ids import IdScope
 from rocketspark.spark.sink.options import SinkOptions
 from rocketspark.spark.sink.rows import Outgoing
 from rocketspark.spark.sink.transactional.ending import end_halves
-from rocketspark.spark.sink.transactional.listener import producer_for
+from rocketspark.spark.sink.transactional.listener import using_producer
 from rocketspark.spark.sink.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY
 from rocketspark.spark.sink.writing import SplitRows
 
@@ -65,10 +65,14 @@ def _messages(item: Outgoing, extra: dict[str, str]) -> list[tuple[Message, str 
 
 
 async def _send(
-    producer: AsyncTransactionProducer, outgoing: list[Outgoing], extra: dict[str, str], sent: list[HalfMessage]
+    producer: AsyncTransactionProducer,
+    outgoing: list[Outgoing],
+    extra: dict[str, str],
+    sent: list[HalfMessage],
+    timeout_ms: int,
 ) -> None:
-    """Send every row; rows for one queue one after another, queues concurrently. `sent` gets each
-    half message as it is acknowledged."""
+    """Send every row, each within `timeout_ms`; rows for one queue one after another, queues
+    concurrently. `sent` gets each half message as it is acknowledged."""
     slots = asyncio.Semaphore(HALVES_IN_FLIGHT)
     chains: dict[MessageQueue | None, list[tuple[Message, str | None]]] = {}
     for item in outgoing:
@@ -76,7 +80,7 @@ async def _send(
 
     async def one(message: Message, queue: MessageQueue | None, uniq: str | None) -> None:
         async with slots:
-            _, half = await producer.send_half(message, queue=queue, uniq_key=uniq)
+            _, half = await producer.send_half(message, queue=queue, uniq_key=uniq, timeout_ms=timeout_ms)
         sent.append(half)
 
     async def chain(queue: MessageQueue, rows: list[tuple[Message, str | None]]) -> None:
@@ -105,27 +109,27 @@ def send_task(
     record_path: str,
 ) -> TaskHalves:
     """Send a task's rows as half messages of a new task attempt; its halves, for the commit message."""
-    producer = producer_for(options)
     attempt = uuid.uuid4().hex
     extra = {RECORD_PROPERTY: record_path, ATTEMPT_PROPERTY: attempt}
     if options.transaction_max_open_s:
         extra[props.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(options.transaction_max_open_s)
     sent: list[HalfMessage] = []
-    split = SplitRows(options, partition, ids, producer)
-    try:
-        for batch in batches:
-            outgoing = split.next(batch)
-            if outgoing:
-                cluster.run(_send(producer, outgoing, extra, sent), None)
-    except BaseException:
-        _roll_back(producer, sent)
-        raise
+    with using_producer(options) as producer:
+        split = SplitRows(options, partition, ids, producer)
+        try:
+            for batch in batches:
+                outgoing = split.next(batch)
+                if outgoing:
+                    cluster.run(_send(producer, outgoing, extra, sent, options.send_timeout_ms), None)
+        except BaseException:
+            _roll_back(producer, sent, options.send_timeout_ms)
+            raise
     return TaskHalves(attempt, record_path, split.rows, tuple(sent))
 
 
-def _roll_back(producer: AsyncTransactionProducer, sent: list[HalfMessage]) -> None:
+def _roll_back(producer: AsyncTransactionProducer, sent: list[HalfMessage], timeout_ms: int) -> None:
     """Best effort: what is not rolled back here the check rolls back once the batch commits."""
     try:
-        cluster.run(end_halves(producer, sent, TransactionStatus.ROLLBACK), ROLLBACK_TIMEOUT_S)
+        cluster.run(end_halves(producer, sent, TransactionStatus.ROLLBACK, timeout_ms), ROLLBACK_TIMEOUT_S)
     except (RocketMQError, TimeoutError) as exc:
         log.warning("rolling back %d half messages of a failed task failed: %s", len(sent), exc)
