@@ -56,7 +56,7 @@ class RecordListener:
 
     A broker asks about every half message of a batch it has not seen ended, so one record answers
     thousands of checks: it is read again only when its file changed (checks run on the producer's
-    check threads, and a record of 50,000 rows took longer to read than to end its rows).
+    check threads).
     """
 
     def __init__(self) -> None:

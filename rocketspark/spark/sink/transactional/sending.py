@@ -7,7 +7,8 @@ row, in the rows' order per queue. Each carries its batch record's path and the 
 many seconds as CHECK_IMMUNITY_TIME_IN_SECONDS: a broker does not ask about it before (an open batch
 has no answer yet but UNKNOWN, which Apache RocketMQ counts towards its transactionCheckMax).
 No consumer sees them until the driver commits the batch. A task that fails rolls back the half
-messages it knows it sent before the failure leaves it.
+messages it knows it sent before the failure leaves it; one that succeeds reports where its half
+messages are in the brokers' half queues (offset ranges, ranges.py), not each one.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from rocketspark.spark.sink.options import SinkOptions
 from rocketspark.spark.sink.rows import Outgoing
 from rocketspark.spark.sink.transactional.ending import end_halves
 from rocketspark.spark.sink.transactional.listener import using_producer
-from rocketspark.spark.sink.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY
+from rocketspark.spark.sink.transactional.ranges import ranges_of
+from rocketspark.spark.sink.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, HalfRange
 from rocketspark.spark.sink.writing import SplitRows
 
 log = logging.getLogger(__name__)
@@ -44,12 +46,13 @@ ROLLBACK_TIMEOUT_S = 30.0
 
 @dataclass(frozen=True)
 class TaskHalves:
-    """What one task attempt sent: its id, its batch record's path and its half messages."""
+    """What one task attempt sent, its commit message: its id, its batch record's path, its rows and
+    where its half messages are (one range a broker, ranges.py): O(brokers), whatever the rows."""
 
     attempt: str
     record_path: str
     rows: int
-    halves: tuple[HalfMessage, ...]
+    ranges: tuple[HalfRange, ...]
 
 
 def _messages(item: Outgoing, extra: dict[str, str]) -> list[tuple[Message, str | None]]:
@@ -124,7 +127,7 @@ def send_task(
         except BaseException:
             _roll_back(producer, sent, options.send_timeout_ms)
             raise
-    return TaskHalves(attempt, record_path, split.rows, tuple(sent))
+    return TaskHalves(attempt, record_path, split.rows, ranges_of(attempt, sent))
 
 
 def _roll_back(producer: AsyncTransactionProducer, sent: list[HalfMessage], timeout_ms: int) -> None:
