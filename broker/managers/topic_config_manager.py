@@ -86,8 +86,9 @@ class TopicConfigManager:
         return self.put(created)
 
     def create_internal_topic(self, topic: str, queue_nums: int) -> TopicConfig:
-        """A group's %RETRY% or %DLQ% topic, created readable and writable (perm 6) when missing, so
-        consumers, tools and Spark can read it and clients can send to it."""
+        """A group's %RETRY% or %DLQ% topic, or RMQ_SYS_TRANS_HALF_TOPIC, created readable and
+        writable (perm 6) when missing, so consumers, tools and Spark can read it and clients can
+        send to it (to the half topic, as half messages only)."""
         existing = self.table.get(topic)
         if existing is not None:
             return existing

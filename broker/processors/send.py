@@ -203,6 +203,9 @@ class SendMessageProcessor:
         encoded = messages[0].properties
         if props.TRANSACTION_PREPARED in encoded and len(messages) == 1 and is_half(props.decode_properties(encoded)):
             topic, queue_id, half = half_message(topic, queue_id, messages[0])
+            # as Apache's TransactionalMessageBridge: the half topic's config (readable, so the Spark
+            # sink's driver reads its tasks' half messages back) is made with the first half message
+            self.broker.topics.create_internal_topic(topic, 1)
             return topic, queue_id, [half]
         group = group_of_retry_topic(topic)
         if group is not None:

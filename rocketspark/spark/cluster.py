@@ -2,12 +2,14 @@
 
 Every Python process (the driver's source runner, each executor's Python worker) keeps one client
 per name-server list, credentials and TLS settings on the process's shared event-loop thread, reused by every task;
-nothing relies on Spark calling `stop()`.
+nothing relies on Spark calling `stop()`. The sink's producers, cached per process too, are closed once
+no task used them for `PRODUCER_IDLE_S` (`close_producer`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
@@ -16,12 +18,16 @@ from typing import Any, TypeVar
 from rocketspark.client.config import ClientConfig
 from rocketspark.client.instance import ClientInstance
 from rocketspark.client.lifecycle import ServiceState
+from rocketspark.client.producer.producer import AsyncProducer
 from rocketspark.client.sync import shared_loop
+from rocketspark.errors import RocketMQError
 from rocketspark.remoting.signing import SessionCredentials
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.process_cache import ProcessCache
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 #: what tells one process client from another: name servers, credentials and TLS settings
 Connection = tuple[str, SessionCredentials | None, bool, str | None]
@@ -32,6 +38,11 @@ _instances: ProcessCache[Connection, ClientInstance] = ProcessCache(
 _lock = threading.Lock()  # the heartbeat registrations below
 #: the longest a single question to the cluster may take before it is an error
 QUERY_TIMEOUT_S = 30.0
+#: a sink's producer that no task of this process used for this long is closed (that of a query that
+#: finished, or that no longer writes here): Spark's Kafka producer cache's default timeout, 10 minutes
+PRODUCER_IDLE_S = 600.0
+#: the longest closing an idle producer may take (it tells each broker it leaves, 1 s each at most)
+CLOSE_TIMEOUT_S = 10.0
 
 
 def run(coroutine: Coroutine[Any, Any, T], timeout_s: float | None = QUERY_TIMEOUT_S) -> T:
@@ -68,3 +79,14 @@ def connection_of(options: SourceOptions) -> Connection:
 def source_instance(options: SourceOptions) -> ClientInstance:
     """This process's client for the source's name servers, credentials and TLS settings."""
     return instance(*connection_of(options))
+
+
+def close_producer(producer: AsyncProducer) -> None:
+    """Shut an idle producer down (unregistered from its group and its brokers, its client
+    released); a failure is logged, the producer forgotten all the same."""
+    try:
+        run(producer.shutdown(), CLOSE_TIMEOUT_S)
+    except (RocketMQError, OSError, TimeoutError) as exc:
+        log.warning("closing the idle producer of group %s failed: %s", producer.group, exc)
+    else:
+        log.info("closed the producer of group %s: no task used it for %.0f s", producer.group, PRODUCER_IDLE_S)

@@ -28,6 +28,7 @@ from rocketspark.spark.sink.transactional.commit import commit_batch
 from rocketspark.spark.sink.transactional.ending import end_halves
 from rocketspark.spark.sink.transactional.finishing import ORPHAN_COMMIT_AGE_S
 from rocketspark.spark.sink.transactional.listener import producer_for
+from rocketspark.spark.sink.transactional.ranges import ranges_of
 from rocketspark.spark.sink.transactional.record import (
     ATTEMPT_PROPERTY,
     RECORD_PROPERTY,
@@ -86,8 +87,9 @@ def visible(cluster: Cluster, topic: str) -> Counter[str]:
     return asyncio.run(pull())
 
 
-def send_task(options: SinkOptions, path: str, rows: int) -> TaskHalves:
-    """What a task sends: `rows` half messages, alternating between the queues."""
+def send_task(options: SinkOptions, path: str, rows: int) -> tuple[TaskHalves, list[HalfMessage]]:
+    """What a task sends: `rows` half messages, alternating between the queues; its commit message
+    and the half messages."""
     assert options.topic is not None
     producer = producer_for(options)
     extra = {RECORD_PROPERTY: path, ATTEMPT_PROPERTY: "a1"}
@@ -96,7 +98,7 @@ def send_task(options: SinkOptions, path: str, rows: int) -> TaskHalves:
         message = Message(options.topic, f"row {i}".encode(), properties=extra)
         queue = MessageQueue(options.topic, "broker-a", i % QUEUES)
         halves.append(spark_cluster.run(producer.send_half(message, queue=queue))[1])
-    return TaskHalves("a1", path, rows, tuple(halves))
+    return TaskHalves("a1", path, rows, ranges_of("a1", halves)), halves
 
 
 def test_a_commit_finished_after_its_driver_died_among_its_ends_stores_each_row_once(
@@ -105,12 +107,12 @@ def test_a_commit_finished_after_its_driver_died_among_its_ends_stores_each_row_
     options = sink(apache, tmp_path, "ApFinish")
     create_topic(apache, "ApFinish")
     path = str(tmp_path / "log" / "txn-ApFinish-1.json")
-    task = send_task(options, path, 40)
+    task, halves = send_task(options, path, 40)
     producer = producer_for(options)
     # the first driver: its record, then the ENDs of the first rows of each queue, then it died
-    starts = spark_cluster.run(queue_starts(producer, task.halves))
-    save(path, BatchRecord(RecordState.COMMITTING, frozenset({"a1"}), task.halves, starts))
-    spark_cluster.run(end_halves(producer, task.halves[:14], TransactionStatus.COMMIT))
+    starts = spark_cluster.run(queue_starts(producer, halves))
+    save(path, BatchRecord(RecordState.COMMITTING, frozenset({"a1"}), task.ranges, starts))
+    spark_cluster.run(end_halves(producer, halves[:14], TransactionStatus.COMMIT))
     assert sum(visible(apache, "ApFinish").values()) == 14
     # the batch runs again (a new attempt's rows are rolled back); its commit finishes the first one's
     record = commit_batch(options, [task])
@@ -129,7 +131,7 @@ def test_copies_checked_before_and_after_the_commit_store_no_row_twice(apache: C
     create_topic(apache, "ApCopyCheck")
     path = str(tmp_path / "log" / "txn-ApCopyCheck-1.json")
     halves_before = half_messages(apache)
-    task = send_task(options, path, 6)
+    task, _ = send_task(options, path, 6)
     wait_for(lambda: half_messages(apache) >= halves_before + 2 * 6, "copies of the open half messages", 20)
     commit_batch(options, [task])
     time.sleep(3)  # rounds enough for the copies written before the commit to be checked again
@@ -154,11 +156,11 @@ def test_a_check_finishes_a_commit_whose_driver_is_gone(apache: Cluster, tmp_pat
     options = sink(apache, tmp_path, "ApOrphan")
     create_topic(apache, "ApOrphan")
     path = str(tmp_path / "log" / "txn-ApOrphan-1.json")
-    task = send_task(options, path, 40)
+    task, halves = send_task(options, path, 40)
     producer = producer_for(options)  # its listener answers the checks
-    starts = spark_cluster.run(queue_starts(producer, task.halves))
-    save(path, BatchRecord(RecordState.COMMITTING, frozenset({"a1"}), task.halves, starts))
-    spark_cluster.run(end_halves(producer, task.halves[:14], TransactionStatus.COMMIT))
+    starts = spark_cluster.run(queue_starts(producer, halves))
+    save(path, BatchRecord(RecordState.COMMITTING, frozenset({"a1"}), task.ranges, starts))
+    spark_cluster.run(end_halves(producer, halves[:14], TransactionStatus.COMMIT))
     old = time.time() - ORPHAN_COMMIT_AGE_S - 1
     os.utime(path, (old, old))
     with locked(path):  # a driver still committing: the checks leave the commit to it

@@ -14,7 +14,7 @@ from rocketspark.spark.sink import options as sink_options
 from rocketspark.spark.sink.options import parse_sink
 from rocketspark.spark.sink.transactional import ending, record
 from rocketspark.spark.sink.transactional.commit import commit_batch
-from rocketspark.spark.sink.transactional.record import BatchRecord, RecordState, load, locked, save
+from rocketspark.spark.sink.transactional.record import BatchRecord, HalfRange, RecordState, load, locked, save
 from rocketspark.spark.sink.transactional.sending import TaskHalves
 from rocketspark.spark.sink.transactional.writers import TransactionalBatchWriter
 
@@ -35,15 +35,18 @@ def test_checks_are_answered_by_state_and_attempt() -> None:
 def test_a_record_reads_back_as_written(tmp_path: Path) -> None:
     path = str(tmp_path / "query" / "7.json")
     assert load(path) is None  # no file: no record
-    halves = (HalfMessage("Out", "broker-a", 3, 4096, "ID1", 2), HalfMessage("Out", "broker-b", 0, 0, "ID2", 0))
-    committing = BatchRecord(RecordState.COMMITTING, frozenset({"a1", "a2"}), halves)
+    ranges = (HalfRange("a1", "broker-a", 3, 90, 40), HalfRange("a2", "broker-b", 0, 7, 8))
+    committing = BatchRecord(RecordState.COMMITTING, frozenset({"a1", "a2"}), ranges, (("Out", "broker-a", 2, 17),))
     save(path, committing)
     assert load(path) == committing
-    # a record written before halves named their queue
-    Path(path).write_text('{"state": "committed", "attempts": ["a1"], "halves": [["Out", "broker-a", 3, 4096, "ID1"]]}')
-    assert load(path) == BatchRecord(
-        RecordState.COMMITTED, frozenset({"a1"}), (HalfMessage("Out", "broker-a", 3, 4096, "ID1"),)
-    )
+    # records of the version that listed every half message: a finished one still answers checks...
+    old = '{"state": "%s", "attempts": ["a1"], "halves": [["Out", "broker-a", 3, 4096, "ID1", 0]]}'
+    Path(path).write_text(old % "committed")
+    assert load(path) == BatchRecord(RecordState.COMMITTED, frozenset({"a1"}))
+    # ...and a begun commit of it, which this version cannot finish, is an error, not "no record"
+    Path(path).write_text(old % "committing")
+    with pytest.raises(TransactionRecordError, match="before offset ranges"):
+        load(path)
 
 
 @pytest.mark.parametrize("damage", ["not json", "not a record", "not a file"])
@@ -60,7 +63,7 @@ def test_a_record_that_cannot_be_read_is_an_error_not_no_record(tmp_path: Path, 
 def test_a_commit_with_a_record_that_cannot_be_read_fails_before_it_ends_anything(tmp_path: Path) -> None:
     path = tmp_path / "7.json"
     path.write_text("{not json")
-    task = TaskHalves("a1", str(path), 1, (HalfMessage("Out", "broker-a", 0, 0, "ID1", 0),))
+    task = TaskHalves("a1", str(path), 1, (HalfRange("a1", "broker-a", 0, 0, 1),))
     # no name server runs at this address: a commit that tried to end anything would fail otherwise
     with pytest.raises(TransactionRecordError, match="cannot be read"):
         commit_batch(parse_sink({**_TXN, "nameserver": "127.0.0.1:1"}), [task])
@@ -105,7 +108,9 @@ class _Producer:
         self.ended: list[HalfMessage] = []
         self.in_flight: dict[int, int] = {}
 
-    async def end_transaction(self, half: HalfMessage, status: TransactionStatus, *, wait: bool = False) -> None:
+    async def end_transaction(
+        self, half: HalfMessage, status: TransactionStatus, *, wait: bool = False, timeout_ms: int | None = None
+    ) -> None:
         self.in_flight[half.queue_id] = self.in_flight.get(half.queue_id, 0) + 1
         assert self.in_flight[half.queue_id] == 1, "two ENDs of one queue in flight"
         await asyncio.sleep(0.001 * (20 - half.queue_offset % 20))

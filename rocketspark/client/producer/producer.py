@@ -24,7 +24,7 @@ from rocketspark.client.config import ClientConfig, client_config_for
 from rocketspark.client.instance import ClientInstance
 from rocketspark.client.lifecycle import AsyncClient, Lifecycle, ServiceState
 from rocketspark.client.producer.queue_selector import RoundRobinSelector, select_by_key
-from rocketspark.client.producer.send_retry import send_with_retries
+from rocketspark.client.producer.send_retry import NO_LIMITS, Limits, send_with_retries
 from rocketspark.client.routes import publish_queues, with_queue_limit
 from rocketspark.errors import (
     RequestCodeNotSupportedError,
@@ -224,9 +224,11 @@ class AsyncProducer(AsyncClient):
         sharding_key: str | None = None,
         timeout_ms: int | None = None,
         uniq_key: str | None = None,
+        retries: int | None = None,
     ) -> SendResult:
         """Send one message and wait for the broker's acknowledgement; `uniq_key`: its id (UNIQ_KEY)
-        when the caller chose one, else a new one."""
+        when the caller chose one, else a new one. `timeout_ms` and `retries`: this send's, instead
+        of the producer's `send_timeout_ms` and `retry_times_when_send_failed`."""
         header, body, uniq_key = self._prepare(message, uniq_key)
 
         async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult:
@@ -236,7 +238,7 @@ class AsyncProducer(AsyncClient):
                 instance.remoting, address, target.broker_name, header, body, msg_id=uniq_key, timeout_s=timeout_s
             )
 
-        return await self._with_retries(message.topic, queue, sharding_key, timeout_ms, attempt)
+        return await self._with_retries(message.topic, queue, sharding_key, Limits(timeout_ms, retries), attempt)
 
     def send_async(
         self, message: Message, *, queue: MessageQueue | None = None, sharding_key: str | None = None
@@ -272,17 +274,18 @@ class AsyncProducer(AsyncClient):
         topic: str,
         queue: MessageQueue | None,
         sharding_key: str | None,
-        timeout_ms: int | None,
+        limits: Limits,
         attempt: Callable[[ClientInstance, MessageQueue, float], Awaitable[T]],
     ) -> T:
         """Run `attempt` on a chosen queue, with the retries of :mod:`~rocketspark.client.producer.send_retry`."""
         instance = self._running()
+        retries = self.retry_times_when_send_failed if limits.retries is None else limits.retries
         return await send_with_retries(
             topic,
             lambda avoid: self._target(topic, queue, sharding_key, avoid),
             lambda target, remaining_s: attempt(instance, target, remaining_s),
-            retries=self.retry_times_when_send_failed,
-            timeout_s=(timeout_ms or self.send_timeout_ms) / 1000,
+            retries=retries,
+            timeout_s=(limits.timeout_ms or self.send_timeout_ms) / 1000,
             fixed_queue=queue is not None or sharding_key is not None,
             hold_queue=self.hold_fixed_queues,
             refresh_route=lambda: instance.route(topic, refresh=True),
@@ -307,19 +310,19 @@ class AsyncProducer(AsyncClient):
             )
             entries.append((message.flag, message.body, header.properties or ""))  # batches are never compressed
             ids.append(uniq_key)
-        return await self._send_columns(topic, BatchColumns.of(entries), ids, queue)
+        return await self._send_columns(topic, BatchColumns.of(entries), ids, queue, NO_LIMITS)
 
     async def _send_columns(
-        self, topic: str, batch: BatchColumns, ids: list[str], queue: MessageQueue | None
+        self, topic: str, batch: BatchColumns, ids: list[str], queue: MessageQueue | None, limits: Limits
     ) -> list[SendResult]:
         """The messages in as many SEND_BATCH_MESSAGE requests as the size limit calls for, one after another."""
         return [
-            await self._send_entries(topic, batch.slice(start, end), ids[start:end], queue)
+            await self._send_entries(topic, batch.slice(start, end), ids[start:end], queue, limits)
             for start, end in _chunks(batch.sizes(), self.max_message_size)
         ]
 
     async def _send_entries(
-        self, topic: str, entries: BatchColumns, ids: list[str], queue: MessageQueue | None
+        self, topic: str, entries: BatchColumns, ids: list[str], queue: MessageQueue | None, limits: Limits
     ) -> SendResult:
         body = encode_batch_body(entries)
         header = self._header(Message(topic, b""), {props.WAIT_STORE_MSG_OK: "true"}, 0, batch=True)
@@ -339,7 +342,7 @@ class AsyncProducer(AsyncClient):
                 timeout_s=timeout_s,
             )
 
-        return await self._with_retries(topic, queue, None, None, attempt)
+        return await self._with_retries(topic, queue, None, limits, attempt)
 
     # -- Arrow ---------------------------------------------------------------------------------
 
@@ -354,10 +357,19 @@ class AsyncProducer(AsyncClient):
         return await self.send_producer_batch(producer_batch(data), topic, queue=queue, delay_level=delay_level)
 
     async def send_producer_batch(
-        self, batch: pa.RecordBatch, topic: str, *, queue: MessageQueue | None = None, delay_level: int = 0
+        self,
+        batch: pa.RecordBatch,
+        topic: str,
+        *,
+        queue: MessageQueue | None = None,
+        delay_level: int = 0,
+        timeout_ms: int | None = None,
+        retries: int | None = None,
     ) -> list[SendResult]:
         """:meth:`send_arrow` of a batch `producer_batch` made already (PRODUCER_SCHEMA), which it
-        does not convert again (the Spark sink converts its rows once, in `sink_rows`)."""
+        does not convert again (the Spark sink converts its rows once, in `sink_rows`). `timeout_ms`
+        and `retries`: each request's, instead of the producer's (the Spark sink's, per query)."""
+        limits = Limits(timeout_ms, retries)
         validate_send_topic(topic)
         if delay_level < 0:
             raise ValidationError(f"the delay level must be 0 (none) or positive, got {delay_level}")
@@ -374,15 +386,15 @@ class AsyncProducer(AsyncClient):
             uniq = pc.coalesce(given, self._ids.next_many(batch.num_rows))
             batch = batch.set_column(batch.schema.get_field_index("uniq_key"), "uniq_key", uniq)
         if delay_level:
-            return await self._send_delayed_rows(topic, batch, queue, delay_level)
+            return await self._send_delayed_rows(topic, batch, queue, delay_level, limits)
         sizes = lengths.to_numpy(zero_copy_only=False)
         results = []
         for start, end in _chunks(sizes, ARROW_REQUEST_BYTES):
-            results.extend(await self._send_arrow_chunk(topic, batch.slice(start, end - start), queue))
+            results.extend(await self._send_arrow_chunk(topic, batch.slice(start, end - start), queue, limits))
         return results
 
     async def _send_delayed_rows(
-        self, topic: str, batch: pa.RecordBatch, queue: MessageQueue | None, delay_level: int
+        self, topic: str, batch: pa.RecordBatch, queue: MessageQueue | None, delay_level: int, limits: Limits
     ) -> list[SendResult]:
         columns = batch.to_pydict()
         rows = zip(*(columns[name] for name in ("body", "tags", "keys", "uniq_key", "properties")), strict=True)
@@ -391,16 +403,18 @@ class AsyncProducer(AsyncClient):
                 Message(topic, body, tags, keys, properties=dict(properties or ()), delay_level=delay_level),
                 queue=queue,
                 uniq_key=uniq_key,
+                timeout_ms=limits.timeout_ms,
+                retries=limits.retries,
             )
             for body, tags, keys, uniq_key, properties in rows
         ]
 
     async def _send_arrow_chunk(
-        self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue | None
+        self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue | None, limits: Limits
     ) -> list[SendResult]:
         if not self.use_arrow or await self._standard_only_for(topic, queue):
             # not through an attempt that gives up: that would take a queue from the selector for nothing
-            return await self._send_standard_rows(topic, chunk, queue)
+            return await self._send_standard_rows(topic, chunk, queue, limits)
         header = self._header(Message(topic, b""), {}, 0)
         first_id = chunk.column("uniq_key")[0].as_py()
 
@@ -427,10 +441,10 @@ class AsyncProducer(AsyncClient):
                     self._standard_only.add(target.broker_name)
                 return None
 
-        result = await self._with_retries(topic, queue, None, None, attempt)
+        result = await self._with_retries(topic, queue, None, limits, attempt)
         if result is not None:
             return [result]
-        return await self._send_standard_rows(topic, chunk, queue)
+        return await self._send_standard_rows(topic, chunk, queue, limits)
 
     async def _standard_only_for(self, topic: str, queue: MessageQueue | None) -> bool:
         """Whether every broker a send to `topic` (or to `queue`) may go to lacks the Arrow send."""
@@ -440,7 +454,7 @@ class AsyncProducer(AsyncClient):
         return all(q.broker_name in self._standard_only for q in queues)
 
     async def _send_standard_rows(
-        self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue | None
+        self, topic: str, chunk: pa.RecordBatch, queue: MessageQueue | None, limits: Limits
     ) -> list[SendResult]:
         """The Arrow rows as standard batches (for brokers without the Arrow send), each sent, and
         retried, as any batch."""
@@ -453,7 +467,7 @@ class AsyncProducer(AsyncClient):
         # the same properties an Arrow send stores (WAIT absent means "wait", as for brokers)
         flags = np.zeros(chunk.num_rows, dtype=np.int32)
         batch = BatchColumns(flags, chunk.column("body"), properties)
-        return await self._send_columns(topic, batch, chunk.column("uniq_key").to_pylist(), queue)
+        return await self._send_columns(topic, batch, chunk.column("uniq_key").to_pylist(), queue, limits)
 
 
 def _chunks(sizes: Sequence[int] | np.ndarray, limit: int) -> list[tuple[int, int]]:

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from rocketspark.client.retry import Backoff
@@ -58,6 +59,17 @@ class SendError(RocketMQError):
     """Every attempt of a send failed; the message names the brokers tried and why."""
 
     retriable = True
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """A send's timeout and retries; None: the producer's (`send_timeout_ms`, `retry_times_when_send_failed`)."""
+
+    timeout_ms: int | None = None
+    retries: int | None = None
+
+
+NO_LIMITS = Limits()
 
 
 async def send_with_retries(

@@ -22,7 +22,7 @@ from rocketspark.client.api.send import SendResult, SendStatus, send_message
 from rocketspark.client.api.transaction import end_transaction
 from rocketspark.client.instance import ClientInstance
 from rocketspark.client.producer.producer import AsyncProducer
-from rocketspark.client.producer.send_retry import send_with_retries
+from rocketspark.client.producer.send_retry import Limits, send_with_retries
 from rocketspark.errors import RocketMQError, ValidationError
 from rocketspark.message import sysflag
 from rocketspark.message.ids import decode_offset_msg_id
@@ -130,8 +130,10 @@ class AsyncTransactionProducer(AsyncProducer):
         queue: MessageQueue | None = None,
         sharding_key: str | None = None,
         uniq_key: str | None = None,
+        timeout_ms: int | None = None,
     ) -> tuple[SendResult, HalfMessage]:
-        """Send `message` as a half message (no consumer sees it until it is committed)."""
+        """Send `message` as a half message (no consumer sees it until it is committed), within
+        `timeout_ms` (default: the producer's `send_timeout_ms`)."""
         if message.delay_level:
             raise ValidationError("a transactional message may not be delayed (delay_level)")
         header, body, uniq_key = self._prepare(message, uniq_key)
@@ -148,7 +150,7 @@ class AsyncTransactionProducer(AsyncProducer):
                 instance.remoting, address, target.broker_name, header, body, msg_id=uniq_key, timeout_s=timeout_s
             )
 
-        result = await self._with_retries(message.topic, queue, sharding_key, None, attempt)
+        result = await self._with_retries(message.topic, queue, sharding_key, Limits(timeout_ms), attempt)
         await self._introduce(result.message_queue.broker_name)
         return result, HalfMessage.of(result)
 
@@ -159,11 +161,14 @@ class AsyncTransactionProducer(AsyncProducer):
             self._introduced.add(broker_name)
             await self._running().heartbeat()
 
-    async def end_transaction(self, half: HalfMessage, status: TransactionStatus, *, wait: bool = False) -> None:
+    async def end_transaction(
+        self, half: HalfMessage, status: TransactionStatus, *, wait: bool = False, timeout_ms: int | None = None
+    ) -> None:
         """End `half` by `status`: oneway, as Java, or with `wait` until the broker stored the end (an
         end the broker answers SYSTEM_BUSY, having stored nothing, is sent again after a backoff, as
-        sends are, until `send_timeout_ms`)."""
+        sends are, until `timeout_ms`, default `send_timeout_ms`)."""
         instance = self._running()
+        timeout_s = (timeout_ms or self.send_timeout_ms) / 1000
         header = EndTransactionRequestHeader(
             producer_group=self.group,
             tran_state_table_offset=half.queue_offset,
@@ -176,7 +181,7 @@ class AsyncTransactionProducer(AsyncProducer):
         )
         if not wait:
             address = await instance.broker_address(half.broker_name, half.topic)
-            await end_transaction(instance.remoting, address, header, timeout_s=self.send_timeout_ms / 1000)
+            await end_transaction(instance.remoting, address, header, timeout_s=timeout_s)
             return
         queue = MessageQueue(half.topic, half.broker_name, 0)
 
@@ -192,7 +197,7 @@ class AsyncTransactionProducer(AsyncProducer):
             choose,
             attempt,
             retries=0,
-            timeout_s=self.send_timeout_ms / 1000,
+            timeout_s=timeout_s,
             fixed_queue=True,
             refresh_route=lambda: instance.route(half.topic, refresh=True),
         )

@@ -18,14 +18,19 @@ The producer holds fixed queues (`hold_fixed_queues`): a send to a queue chosen 
 never moved to another broker, whose duplicate window would not know the first copy. A broker away
 for longer fails the task.
 
-The producer is started on first use and kept for the life of the Python worker: Spark ends workers
-with `os._exit`, so nothing here relies on an exit hook; the brokers expire producers that stop
-heartbeating, as RocketMQ's do.
+One producer per process serves every query writing with the same name servers, group,
+credentials and TLS settings (what its client instance is keyed on, and a group is registered once
+per instance); each send carries its query's `sendTimeoutMs` and `retries`. The producer is started
+on first use and closed once no task used it for `cluster.PRODUCER_IDLE_S` (10 minutes; a task holds
+it in use while it writes): Spark reuses Python workers across queries, and a finished query's
+producer does not stay. Spark ends workers with `os._exit`, so nothing here relies on an exit hook;
+the brokers expire producers that stop heartbeating, as RocketMQ's do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -57,36 +62,38 @@ REQUESTS_IN_FLIGHT = 2
 #: (topic, broker name, queue id) -> (messages, first queue offset, last queue offset)
 QueueTally = dict[tuple[str, str, int], tuple[int, int, int]]
 
-_producers: ProcessCache[tuple[object, ...], AsyncProducer] = ProcessCache(alive=lambda producer: producer.running)
+_producers: ProcessCache[tuple[object, ...], AsyncProducer] = ProcessCache(
+    alive=lambda producer: producer.running, close=cluster.close_producer, idle_s=cluster.PRODUCER_IDLE_S
+)
+
+
+def producer_key(options: SinkOptions) -> tuple[object, ...]:
+    """What tells one process producer from another: its client instance's keys (name servers,
+    credentials, TLS) and its group; not the send settings, which go with each send."""
+    return (options.namesrv_addr, options.producer_group, options.credentials, options.use_tls, options.tls_trust)
+
+
+def _start(options: SinkOptions) -> AsyncProducer:
+    producer = AsyncProducer(
+        options.producer_group,
+        namesrv_addr=options.namesrv_addr,
+        hold_fixed_queues=True,
+        credentials=options.credentials,
+        use_tls=options.use_tls,
+        tls_trust=options.tls_trust,
+    )
+    cluster.run(producer.start())
+    return producer
 
 
 def producer_for(options: SinkOptions) -> AsyncProducer:
-    """This process's producer for the sink's name servers, group and send settings."""
-    key = (
-        options.namesrv_addr,
-        options.producer_group,
-        options.send_timeout_ms,
-        options.retries,
-        options.credentials,
-        options.use_tls,
-        options.tls_trust,
-    )
+    """This process's producer for the sink's name servers, group, credentials and TLS settings."""
+    return _producers.get(producer_key(options), lambda: _start(options))
 
-    def start() -> AsyncProducer:
-        producer = AsyncProducer(
-            options.producer_group,
-            namesrv_addr=options.namesrv_addr,
-            send_timeout_ms=options.send_timeout_ms,
-            retry_times_when_send_failed=options.retries,
-            hold_fixed_queues=True,
-            credentials=options.credentials,
-            use_tls=options.use_tls,
-            tls_trust=options.tls_trust,
-        )
-        cluster.run(producer.start())
-        return producer
 
-    return _producers.get(key, start)
+def using_producer(options: SinkOptions) -> contextlib.AbstractContextManager[AsyncProducer]:
+    """:func:`producer_for`, kept from closing while the block runs (a task's writes)."""
+    return _producers.using(producer_key(options), lambda: _start(options))
 
 
 def check_topic(options: SinkOptions, producer: AsyncProducer | None = None) -> None:
@@ -113,10 +120,11 @@ class Tally:
 
 
 class SendPipeline:
-    """The sends of one task, on the process's event loop."""
+    """The sends of one task, on the process's event loop, each with the query's timeout and retries."""
 
-    def __init__(self, producer: AsyncProducer) -> None:
+    def __init__(self, producer: AsyncProducer, options: SinkOptions) -> None:
         self.producer = producer
+        self.options = options
         self._tails: dict[MessageQueue, asyncio.Future[list[SendResult]]] = {}
         self._slots: asyncio.Semaphore | None = None
         self._running: set[asyncio.Task[Any]] = set()  # every unfinished task of this pipeline
@@ -156,7 +164,12 @@ class SendPipeline:
             await previous  # raises its failure: the task fails either way
         async with slots:
             return await self.producer.send_producer_batch(
-                item.batch, item.topic, queue=item.queue, delay_level=item.delay_level
+                item.batch,
+                item.topic,
+                queue=item.queue,
+                delay_level=item.delay_level,
+                timeout_ms=self.options.send_timeout_ms,
+                retries=self.options.retries,
             )
 
 
@@ -178,24 +191,24 @@ def write_partition(
     """Send every row of a task, with deterministic ids from `ids` if given (random ones if not);
     returns the rows written and what each queue acknowledged. On a failure, the task's sends still
     in flight are cancelled and over before it is raised."""
-    producer = producer_for(options)
-    pipeline = SendPipeline(producer)
-    tally = Tally()
-    in_flight: set[Future[list[SendResult]]] = set()
-    split = SplitRows(options, partition, ids, producer)
-    try:
-        for batch in batches:
-            outgoing = split.next(batch)
-            if outgoing:
-                in_flight.add(asyncio.run_coroutine_threadsafe(pipeline.send(outgoing), shared_loop().loop))
-                _settle(in_flight, tally, BATCHES_IN_FLIGHT)
-        _settle(in_flight, tally, 0)
-    except BaseException:
-        for future in in_flight:
-            future.cancel()
-        cluster.run(pipeline.cancel())
-        raise
-    return split.rows, tally.queues
+    with using_producer(options) as producer:
+        pipeline = SendPipeline(producer, options)
+        tally = Tally()
+        in_flight: set[Future[list[SendResult]]] = set()
+        split = SplitRows(options, partition, ids, producer)
+        try:
+            for batch in batches:
+                outgoing = split.next(batch)
+                if outgoing:
+                    in_flight.add(asyncio.run_coroutine_threadsafe(pipeline.send(outgoing), shared_loop().loop))
+                    _settle(in_flight, tally, BATCHES_IN_FLIGHT)
+            _settle(in_flight, tally, 0)
+        except BaseException:
+            for future in in_flight:
+                future.cancel()
+            cluster.run(pipeline.cancel())
+            raise
+        return split.rows, tally.queues
 
 
 class SplitRows:

@@ -1,15 +1,16 @@
 """Driver side of a transactional write: `commit` and `abort` of a batch, from its tasks' halves.
 
 Spark runs each in a Python worker with a fresh writer, so everything they need travels in the
-tasks' commit messages and the batch record. `commit` writes the record (`committing`, every
-attempt and handle) before it ends any half message, commits them all, then marks the record
-`committed` and rolls back the half messages of other attempts it was handed. If the record says a
-commit began already (a driver that died mid-commit, the batch run again after the restart), that
-commit is finished instead and every half message of the new run is rolled back: a consumer sees
-the batch's rows once. A record that says `committed` (the batch replayed after Spark lost its
-commit) ends nothing again: every END it lists was stored, and an Apache broker stores a commit
-each time it gets one. The ENDs of one queue go in the order of its half messages (ending.py).
-`abort` records its attempts as rolled back and rolls their half messages back.
+tasks' commit messages and the batch record. `commit` reads the tasks' half messages back from their
+offset ranges (ranges.py) and writes the record (`committing`, every attempt and range) before it
+ends any half message, commits them all, then marks the record `committed` and rolls back the half
+messages of other attempts it was handed. If the record says a commit began already (a driver that
+died mid-commit, the batch run again after the restart), that commit is finished instead and every
+half message of the new run is rolled back: a consumer sees the batch's rows once. A record that
+says `committed` (the batch replayed after Spark lost its commit) ends nothing again: every END it
+lists was stored, and an Apache broker stores a commit each time it gets one. The ENDs of one queue
+go in the order of its half messages (ending.py). `abort` records its attempts as rolled back and
+rolls their half messages back.
 Both decide under the record's lock, and `commit` holds it through its ENDs: of two commits of one
 batch at once (a stopped query's commit runner still at work beside the restarted query's) the
 second finds the batch committed, and ends nothing. A commit that finds a `committing` record
@@ -21,14 +22,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from rocketspark.client.producer.transaction import HalfMessage, TransactionStatus
+from rocketspark.client.producer.transaction import AsyncTransactionProducer, HalfMessage, TransactionStatus
 from rocketspark.errors import RocketMQError
 from rocketspark.spark import cluster
 from rocketspark.spark.sink.options import SinkOptions
 from rocketspark.spark.sink.transactional.ending import end_halves
 from rocketspark.spark.sink.transactional.finishing import finish_commit
-from rocketspark.spark.sink.transactional.listener import producer_for
-from rocketspark.spark.sink.transactional.record import BatchRecord, RecordState, load, locked, save
+from rocketspark.spark.sink.transactional.listener import using_producer
+from rocketspark.spark.sink.transactional.ranges import resolve
+from rocketspark.spark.sink.transactional.record import BatchRecord, HalfRange, RecordState, load, locked, save
 from rocketspark.spark.sink.transactional.sending import TaskHalves
 from rocketspark.spark.sink.transactional.stored import queue_starts
 
@@ -42,8 +44,8 @@ def _record_path(tasks: Sequence[TaskHalves]) -> str:
     return paths.pop()
 
 
-def _halves_outside(tasks: Sequence[TaskHalves], attempts: frozenset[str]) -> list[HalfMessage]:
-    return [half for task in tasks if task.attempt not in attempts for half in task.halves]
+def _ranges_outside(tasks: Sequence[TaskHalves], attempts: frozenset[str]) -> list[HalfRange]:
+    return [span for task in tasks if task.attempt not in attempts for span in task.ranges]
 
 
 def commit_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> BatchRecord | None:
@@ -51,23 +53,26 @@ def commit_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> BatchReco
     if not tasks:
         return None
     path = _record_path(tasks)
-    with locked(path):  # held through the ENDs: a second commit runner waits, then finds it committed
-        record = load(path)  # TransactionRecordError: a record that cannot be read ends nothing
-        if record is None or not record.commits:
-            halves = tuple(half for task in tasks for half in task.halves)
-            producer = producer_for(options)
-            starts = cluster.run(queue_starts(producer, halves))
-            record = BatchRecord(RecordState.COMMITTING, frozenset(task.attempt for task in tasks), halves, starts)
-            save(path, record)  # before any half message is ended
-            to_end: Sequence[HalfMessage] | None = halves
-        else:
-            to_end = None  # a commit begun before: those not in their queues yet
-        if record.state is RecordState.COMMITTED:
-            # a replayed batch: every END was stored. Not again: Apache RocketMQ stores each END it gets
-            log.info("transaction record %s: the batch committed before; its half messages are not ended again", path)
-        else:
-            record = finish_commit(producer_for(options), path, record, to_end)
-    _roll_back(options, _halves_outside(tasks, record.attempts))
+    timeout_ms = options.send_timeout_ms
+    with using_producer(options) as producer:
+        with locked(path):  # held through the ENDs: a second commit runner waits, then finds it committed
+            record = load(path)  # TransactionRecordError: a record that cannot be read ends nothing
+            if record is None or not record.commits:
+                ranges = tuple(span for task in tasks for span in task.ranges)
+                halves = cluster.run(resolve(producer, ranges, timeout_ms), None)
+                starts = cluster.run(queue_starts(producer, halves, timeout_ms))
+                attempts = frozenset(task.attempt for task in tasks)
+                record = BatchRecord(RecordState.COMMITTING, attempts, ranges, starts)
+                save(path, record)  # before any half message is ended
+                to_end: Sequence[HalfMessage] | None = halves
+            else:
+                to_end = None  # a commit begun before: those not in their queues yet
+            if record.state is RecordState.COMMITTED:
+                # a replayed batch: every END was stored. Not again: Apache RocketMQ stores each END it gets
+                log.info("transaction record %s: the batch committed before; its halves are not ended again", path)
+            else:
+                record = finish_commit(producer, path, record, to_end, timeout_ms)
+        _roll_back(producer, options, _ranges_outside(tasks, record.attempts))
     return record
 
 
@@ -82,14 +87,18 @@ def abort_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> None:
             before = record.attempts if record is not None else frozenset()
             record = BatchRecord(RecordState.ABORTED, before | {task.attempt for task in tasks})
             save(path, record)
-    _roll_back(options, _halves_outside(tasks, record.attempts if record.commits else frozenset()))
+    with using_producer(options) as producer:
+        _roll_back(producer, options, _ranges_outside(tasks, record.attempts if record.commits else frozenset()))
 
 
-def _roll_back(options: SinkOptions, halves: list[HalfMessage]) -> None:
+def _roll_back(producer: AsyncTransactionProducer, options: SinkOptions, ranges: list[HalfRange]) -> None:
     """Best effort: the check rolls back what this does not reach."""
-    if not halves:
+    if not ranges:
         return
+    timeout_ms = options.send_timeout_ms
     try:
-        cluster.run(end_halves(producer_for(options), halves, TransactionStatus.ROLLBACK), None)
+        halves = cluster.run(resolve(producer, ranges, timeout_ms), None)
+        cluster.run(end_halves(producer, halves, TransactionStatus.ROLLBACK, timeout_ms), None)
     except RocketMQError as exc:
-        log.warning("rolling back %d half messages failed (the brokers' checks will): %s", len(halves), exc)
+        rows = sum(span.count for span in ranges)
+        log.warning("rolling back %d half messages failed (the brokers' checks will): %s", rows, exc)

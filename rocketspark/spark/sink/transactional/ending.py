@@ -20,10 +20,14 @@ ENDS_IN_FLIGHT = 64
 
 
 async def end_halves(
-    producer: AsyncTransactionProducer, halves: Sequence[HalfMessage], status: TransactionStatus
+    producer: AsyncTransactionProducer,
+    halves: Sequence[HalfMessage],
+    status: TransactionStatus,
+    timeout_ms: int | None = None,
 ) -> None:
-    """End every half message by `status`, in order within each queue; raises the first failure once
-    all ends are over. A queue whose END failed ends none of its later half messages."""
+    """End every half message by `status`, in order within each queue, each within `timeout_ms`
+    (default: the producer's); raises the first failure once all ends are over. A queue whose END
+    failed ends none of its later half messages."""
     slots = asyncio.Semaphore(ENDS_IN_FLIGHT)
     queues: dict[tuple[str, str, int], list[HalfMessage]] = {}
     for half in halves:
@@ -32,7 +36,7 @@ async def end_halves(
     async def end_in_order(queue: list[HalfMessage]) -> None:
         for half in queue:
             async with slots:
-                await producer.end_transaction(half, status, wait=True)
+                await producer.end_transaction(half, status, wait=True, timeout_ms=timeout_ms)
 
     results = await asyncio.gather(*(end_in_order(queue) for queue in queues.values()), return_exceptions=True)
     failures = [r for r in results if isinstance(r, BaseException)]

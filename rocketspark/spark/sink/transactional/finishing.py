@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from rocketspark.client.producer.transaction import AsyncTransactionProducer, HalfMessage, TransactionStatus
 from rocketspark.spark import cluster
 from rocketspark.spark.sink.transactional.ending import end_halves
+from rocketspark.spark.sink.transactional.ranges import resolve
 from rocketspark.spark.sink.transactional.record import BatchRecord, RecordState, load, locked_if_free, save
 from rocketspark.spark.sink.transactional.stored import not_stored_yet
 
@@ -34,19 +35,24 @@ ORPHAN_COMMIT_AGE_S = 60.0
 
 
 def finish_commit(
-    producer: AsyncTransactionProducer, path: str, record: BatchRecord, halves: Sequence[HalfMessage] | None = None
+    producer: AsyncTransactionProducer,
+    path: str,
+    record: BatchRecord,
+    halves: Sequence[HalfMessage] | None = None,
+    timeout_ms: int | None = None,
 ) -> BatchRecord:
-    """End `halves` (by default those of the record not in their queues yet) and mark the record
-    committed; the record as saved."""
+    """End `halves` (by default those of the record's ranges not in their queues yet) and mark the
+    record committed; the record as saved. Each request within `timeout_ms` (default: the producer's)."""
     if halves is None:
-        halves = cluster.run(not_stored_yet(producer, producer.group, record.halves, record.starts))
+        listed = cluster.run(resolve(producer, record.ranges, timeout_ms), None)
+        halves = cluster.run(not_stored_yet(producer, producer.group, listed, record.starts, timeout_ms), None)
         log.warning(
             "transaction record %s: finishing the commit begun before (%d of %d rows not in their queues yet)",
             path,
             len(halves),
-            len(record.halves),
+            len(listed),
         )
-    cluster.run(end_halves(producer, halves, TransactionStatus.COMMIT), None)
+    cluster.run(end_halves(producer, halves, TransactionStatus.COMMIT, timeout_ms), None)
     committed = dataclasses.replace(record, state=RecordState.COMMITTED)
     save(path, committed)
     return committed

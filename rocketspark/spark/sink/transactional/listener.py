@@ -1,4 +1,4 @@
-"""The transactional sink's producer (one per process and settings) and its answers to checks.
+"""The transactional sink's producer (one per process and group) and its answers to checks.
 
 Every process of a query that sends or ends half messages (executors' Python workers, the driver's
 commit runner) holds a producer of the sink's group; a broker's check may reach any of them, and
@@ -6,10 +6,15 @@ each answers from the batch's record (:mod:`rocketspark.spark.sink.transactional
 that cannot read the record (a transaction log not shared with its host, a damaged file) answers
 UNKNOWN, so the broker asks again, maybe another producer. A check of a batch whose commit its
 driver left unfinished makes the checked producer finish it (finishing.py).
+
+As the plain sink's (:mod:`rocketspark.spark.sink.writing`), the producer is kept per name servers,
+group, credentials and TLS settings, every query's sends and ENDs carry the query's `sendTimeoutMs`,
+and it is closed once no task or commit used it for `cluster.PRODUCER_IDLE_S`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -21,7 +26,7 @@ from rocketspark.errors import RocketMQError, TransactionRecordError
 from rocketspark.message.message import Message, MessageExt
 from rocketspark.spark import cluster
 from rocketspark.spark.process_cache import ProcessCache
-from rocketspark.spark.sink.options import SinkOptions
+from rocketspark.spark.sink.options import DEFAULT_SEND_TIMEOUT_MS, SinkOptions
 from rocketspark.spark.sink.transactional.finishing import finish_orphan
 from rocketspark.spark.sink.transactional.record import (
     ATTEMPT_PROPERTY,
@@ -30,6 +35,7 @@ from rocketspark.spark.sink.transactional.record import (
     RecordState,
     load,
 )
+from rocketspark.spark.sink.writing import producer_key
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +47,7 @@ INSTANCE_NAME = "rocketspark-transactions"
 _CACHED_RECORDS = 16
 
 _producers: ProcessCache[tuple[object, ...], AsyncTransactionProducer] = ProcessCache(
-    alive=lambda producer: producer.running
+    alive=lambda producer: producer.running, close=cluster.close_producer, idle_s=cluster.PRODUCER_IDLE_S
 )
 
 
@@ -50,7 +56,7 @@ class RecordListener:
 
     A broker asks about every half message of a batch it has not seen ended, so one record answers
     thousands of checks: it is read again only when its file changed (checks run on the producer's
-    check threads, and a record of 50,000 rows took longer to read than to end its rows).
+    check threads).
     """
 
     def __init__(self) -> None:
@@ -109,32 +115,34 @@ class RecordListener:
         return TransactionStatus.ROLLBACK if finished else TransactionStatus.UNKNOWN
 
 
+def _start(options: SinkOptions) -> AsyncTransactionProducer:
+    config = ClientConfig(namesrv_addr=options.namesrv_addr, instance_name=INSTANCE_NAME)
+    listener = RecordListener()
+    producer = AsyncTransactionProducer(
+        options.producer_group,
+        listener,
+        client_config=config,
+        send_timeout_ms=DEFAULT_SEND_TIMEOUT_MS,
+        retry_times_when_send_failed=0,
+        credentials=options.credentials,
+        use_tls=options.use_tls,
+        tls_trust=options.tls_trust,
+    )
+    listener.producer = producer
+    cluster.run(producer.start())
+    return producer
+
+
 def producer_for(options: SinkOptions) -> AsyncTransactionProducer:
     """This process's transaction producer for the sink's name servers, group and security settings.
 
     A half message is sent once (no retry inside a task: one that timed out may be stored, and only
-    a new task attempt, whose half messages the record tells apart, may send its row again)."""
-    key = (options.namesrv_addr, options.producer_group, options.send_timeout_ms, *_network(options))
-
-    def start() -> AsyncTransactionProducer:
-        config = ClientConfig(namesrv_addr=options.namesrv_addr, instance_name=INSTANCE_NAME)
-        listener = RecordListener()
-        producer = AsyncTransactionProducer(
-            options.producer_group,
-            listener,
-            client_config=config,
-            send_timeout_ms=options.send_timeout_ms,
-            retry_times_when_send_failed=0,
-            credentials=options.credentials,
-            use_tls=options.use_tls,
-            tls_trust=options.tls_trust,
-        )
-        listener.producer = producer
-        cluster.run(producer.start())
-        return producer
-
-    return _producers.get(key, start)
+    a new task attempt, whose half messages the record tells apart, may send its row again). Its
+    own `send_timeout_ms` is the option's default, which a check that finishes an orphaned commit
+    uses; the sink passes its query's `sendTimeoutMs` with each send and END."""
+    return _producers.get(producer_key(options), lambda: _start(options))
 
 
-def _network(options: SinkOptions) -> tuple[object, ...]:
-    return (options.credentials, options.use_tls, options.tls_trust)
+def using_producer(options: SinkOptions) -> contextlib.AbstractContextManager[AsyncTransactionProducer]:
+    """:func:`producer_for`, kept from closing while the block runs (a task's sends, a commit)."""
+    return _producers.using(producer_key(options), lambda: _start(options))

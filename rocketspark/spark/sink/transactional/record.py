@@ -21,11 +21,13 @@ from it:
 A streaming query's commit deletes the records and locks of its batches 100 and more batches back.
 
 `committing` is written (atomically, fsynced, its directories too) before the driver ends any half
-message and lists every handle and the max offset of each queue they commit to, so a driver that
-dies mid-commit is followed, when the batch runs again, by one that finishes that same commit,
-leaving out the rows already in their queues (:mod:`rocketspark.spark.sink.transactional.stored`). A
-record that exists but cannot be read fails the commit
-(:class:`rocketspark.errors.TransactionRecordError`): only a missing file means "no record".
+message and lists where the half messages are (per task attempt and broker, a range of half-queue
+offsets: O(tasks x brokers), not O(rows); ranges.py) and the max offset of each queue they commit
+to, so a driver that dies mid-commit is followed, when the batch runs again, by one that finishes
+that same commit, leaving out the rows already in their queues
+(:mod:`rocketspark.spark.sink.transactional.stored`). A record that exists but cannot be read fails
+the commit (:class:`rocketspark.errors.TransactionRecordError`): only a missing file means "no
+record".
 """
 
 from __future__ import annotations
@@ -40,15 +42,16 @@ from pathlib import Path
 
 import orjson
 
-from rocketspark.client.producer.transaction import HalfMessage, TransactionStatus
+from rocketspark.client.producer.transaction import TransactionStatus
 from rocketspark.errors import TransactionRecordError
 from rocketspark.fileutil import fsync_directory, write_atomically
 from rocketspark.spark.sink.transactional.stored import QueueStart
 
 log = logging.getLogger(__name__)
 
-#: records of a query's batches kept (Spark's default spark.sql.streaming.minBatchesToRetain; Spark
-#: runs only the last batch again, so any count of one or more would do)
+#: records of a query's batches kept: Spark's default spark.sql.streaming.minBatchesToRetain. Spark runs
+#: only the last batch again, so any count of one or more would do; the setting itself cannot be read,
+#: as Spark runs the commit in a Python worker that gets the write's options, not the SQL settings
 RETAINED_BATCHES = 100
 
 #: properties of every half message the sink sends (kept by the committed message)
@@ -62,12 +65,25 @@ class RecordState(enum.Enum):
     ABORTED = "aborted"
 
 
+@dataclass(frozen=True, slots=True)
+class HalfRange:
+    """`count` half messages of task attempt `attempt` lie in offsets [first, last] of queue 0 of
+    RMQ_SYS_TRANS_HALF_TOPIC on `broker_name` (among others'; ranges.py reads them back)."""
+
+    attempt: str
+    broker_name: str
+    first: int
+    last: int
+    count: int
+
+
 @dataclass(frozen=True)
 class BatchRecord:
     state: RecordState
     attempts: frozenset[str]  # committing/committed: the attempts that commit; aborted: those rolled back
-    halves: tuple[HalfMessage, ...] = field(default=())  # committing/committed: every half message to commit
-    #: committing/committed: each queue the halves commit to and its max offset before the first END
+    #: committing/committed: where the half messages to commit are, one range per attempt and broker
+    ranges: tuple[HalfRange, ...] = field(default=())
+    #: committing/committed: each queue the half messages commit to and its max offset before the first END
     starts: tuple[QueueStart, ...] = field(default=())
 
     def answer(self, attempt: str) -> TransactionStatus:
@@ -84,21 +100,19 @@ class BatchRecord:
         return self.state is not RecordState.ABORTED
 
     def to_json(self) -> bytes:
-        halves = [
-            [h.topic, h.broker_name, h.queue_offset, h.commit_log_offset, h.msg_id, h.queue_id] for h in self.halves
-        ]
-        document = {"state": self.state.value, "attempts": sorted(self.attempts), "halves": halves}
+        ranges = [[r.attempt, r.broker_name, r.first, r.last, r.count] for r in self.ranges]
+        document = {"state": self.state.value, "attempts": sorted(self.attempts), "ranges": ranges}
         return orjson.dumps({**document, "starts": [list(start) for start in self.starts]})
 
     @classmethod
     def from_json(cls, data: bytes) -> BatchRecord:
         raw = orjson.loads(data)
-        halves = tuple(
-            HalfMessage(str(t), str(b), int(q), int(c), str(m), int(rest[0]) if rest else -1)
-            for t, b, q, c, m, *rest in raw["halves"]
-        )
+        state = RecordState(raw["state"])
+        if "halves" in raw and state is RecordState.COMMITTING:
+            raise ValueError("a commit begun by rocketspark before offset ranges, which this version cannot finish")
+        ranges = tuple(HalfRange(str(a), str(b), int(f), int(la), int(c)) for a, b, f, la, c in raw.get("ranges", ()))
         starts = tuple((str(t), str(b), int(q), int(o)) for t, b, q, o in raw.get("starts", ()))
-        return cls(RecordState(raw["state"]), frozenset(raw["attempts"]), halves, starts)
+        return cls(state, frozenset(raw["attempts"]), ranges, starts)
 
 
 def stream_record_path(log_dir: str, query_id: str, batch_id: int) -> str:

@@ -7,7 +7,8 @@ row, in the rows' order per queue. Each carries its batch record's path and the 
 many seconds as CHECK_IMMUNITY_TIME_IN_SECONDS: a broker does not ask about it before (an open batch
 has no answer yet but UNKNOWN, which Apache RocketMQ counts towards its transactionCheckMax).
 No consumer sees them until the driver commits the batch. A task that fails rolls back the half
-messages it knows it sent before the failure leaves it.
+messages it knows it sent before the failure leaves it; one that succeeds reports where its half
+messages are in the brokers' half queues (offset ranges, ranges.py), not each one.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from rocketspark.spark.sink.ids import IdScope
 from rocketspark.spark.sink.options import SinkOptions
 from rocketspark.spark.sink.rows import Outgoing
 from rocketspark.spark.sink.transactional.ending import end_halves
-from rocketspark.spark.sink.transactional.listener import producer_for
-from rocketspark.spark.sink.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY
+from rocketspark.spark.sink.transactional.listener import using_producer
+from rocketspark.spark.sink.transactional.ranges import ranges_of
+from rocketspark.spark.sink.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY, HalfRange
 from rocketspark.spark.sink.writing import SplitRows
 
 log = logging.getLogger(__name__)
@@ -44,12 +46,13 @@ ROLLBACK_TIMEOUT_S = 30.0
 
 @dataclass(frozen=True)
 class TaskHalves:
-    """What one task attempt sent: its id, its batch record's path and its half messages."""
+    """What one task attempt sent, its commit message: its id, its batch record's path, its rows and
+    where its half messages are (one range a broker, ranges.py): O(brokers), whatever the rows."""
 
     attempt: str
     record_path: str
     rows: int
-    halves: tuple[HalfMessage, ...]
+    ranges: tuple[HalfRange, ...]
 
 
 def _messages(item: Outgoing, extra: dict[str, str]) -> list[tuple[Message, str | None]]:
@@ -65,10 +68,14 @@ def _messages(item: Outgoing, extra: dict[str, str]) -> list[tuple[Message, str 
 
 
 async def _send(
-    producer: AsyncTransactionProducer, outgoing: list[Outgoing], extra: dict[str, str], sent: list[HalfMessage]
+    producer: AsyncTransactionProducer,
+    outgoing: list[Outgoing],
+    extra: dict[str, str],
+    sent: list[HalfMessage],
+    timeout_ms: int,
 ) -> None:
-    """Send every row; rows for one queue one after another, queues concurrently. `sent` gets each
-    half message as it is acknowledged."""
+    """Send every row, each within `timeout_ms`; rows for one queue one after another, queues
+    concurrently. `sent` gets each half message as it is acknowledged."""
     slots = asyncio.Semaphore(HALVES_IN_FLIGHT)
     chains: dict[MessageQueue | None, list[tuple[Message, str | None]]] = {}
     for item in outgoing:
@@ -76,7 +83,7 @@ async def _send(
 
     async def one(message: Message, queue: MessageQueue | None, uniq: str | None) -> None:
         async with slots:
-            _, half = await producer.send_half(message, queue=queue, uniq_key=uniq)
+            _, half = await producer.send_half(message, queue=queue, uniq_key=uniq, timeout_ms=timeout_ms)
         sent.append(half)
 
     async def chain(queue: MessageQueue, rows: list[tuple[Message, str | None]]) -> None:
@@ -105,27 +112,27 @@ def send_task(
     record_path: str,
 ) -> TaskHalves:
     """Send a task's rows as half messages of a new task attempt; its halves, for the commit message."""
-    producer = producer_for(options)
     attempt = uuid.uuid4().hex
     extra = {RECORD_PROPERTY: record_path, ATTEMPT_PROPERTY: attempt}
     if options.transaction_max_open_s:
         extra[props.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(options.transaction_max_open_s)
     sent: list[HalfMessage] = []
-    split = SplitRows(options, partition, ids, producer)
-    try:
-        for batch in batches:
-            outgoing = split.next(batch)
-            if outgoing:
-                cluster.run(_send(producer, outgoing, extra, sent), None)
-    except BaseException:
-        _roll_back(producer, sent)
-        raise
-    return TaskHalves(attempt, record_path, split.rows, tuple(sent))
+    with using_producer(options) as producer:
+        split = SplitRows(options, partition, ids, producer)
+        try:
+            for batch in batches:
+                outgoing = split.next(batch)
+                if outgoing:
+                    cluster.run(_send(producer, outgoing, extra, sent, options.send_timeout_ms), None)
+        except BaseException:
+            _roll_back(producer, sent, options.send_timeout_ms)
+            raise
+    return TaskHalves(attempt, record_path, split.rows, ranges_of(attempt, sent))
 
 
-def _roll_back(producer: AsyncTransactionProducer, sent: list[HalfMessage]) -> None:
+def _roll_back(producer: AsyncTransactionProducer, sent: list[HalfMessage], timeout_ms: int) -> None:
     """Best effort: what is not rolled back here the check rolls back once the batch commits."""
     try:
-        cluster.run(end_halves(producer, sent, TransactionStatus.ROLLBACK), ROLLBACK_TIMEOUT_S)
+        cluster.run(end_halves(producer, sent, TransactionStatus.ROLLBACK, timeout_ms), ROLLBACK_TIMEOUT_S)
     except (RocketMQError, TimeoutError) as exc:
         log.warning("rolling back %d half messages of a failed task failed: %s", len(sent), exc)

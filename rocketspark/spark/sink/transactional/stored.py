@@ -35,22 +35,33 @@ def _running(producer: AsyncTransactionProducer) -> ClientInstance:
     return producer.instance
 
 
+def _timeout_s(producer: AsyncTransactionProducer, timeout_ms: int | None) -> float:
+    return (timeout_ms or producer.send_timeout_ms) / 1000
+
+
 async def _max_offset(instance: ClientInstance, queue: MessageQueue, timeout_s: float) -> int:
     address = await instance.broker_address(queue.broker_name, queue.topic)
     return await get_max_offset(instance.remoting, address, queue.topic, queue.queue_id, timeout_s)
 
 
-async def queue_starts(producer: AsyncTransactionProducer, halves: Sequence[HalfMessage]) -> tuple[QueueStart, ...]:
-    """The max offset of every queue the half messages commit to."""
+async def queue_starts(
+    producer: AsyncTransactionProducer, halves: Sequence[HalfMessage], timeout_ms: int | None = None
+) -> tuple[QueueStart, ...]:
+    """The max offset of every queue the half messages commit to (each asked within `timeout_ms`,
+    default the producer's)."""
     instance = _running(producer)
     queues = _queues(halves)
-    timeout_s = producer.send_timeout_ms / 1000
+    timeout_s = _timeout_s(producer, timeout_ms)
     offsets = await asyncio.gather(*(_max_offset(instance, queue, timeout_s) for queue in queues))
     return tuple((q.topic, q.broker_name, q.queue_id, offset) for q, offset in zip(queues, offsets, strict=True))
 
 
 async def not_stored_yet(
-    producer: AsyncTransactionProducer, group: str, halves: Sequence[HalfMessage], starts: Sequence[QueueStart]
+    producer: AsyncTransactionProducer,
+    group: str,
+    halves: Sequence[HalfMessage],
+    starts: Sequence[QueueStart],
+    timeout_ms: int | None = None,
 ) -> list[HalfMessage]:
     """The half messages whose UNIQ_KEY is not in their queue since its start (all of a queue
     without a start); in their order."""
@@ -59,7 +70,7 @@ async def not_stored_yet(
     stored: set[str] = set()
     for topic, broker_name, queue_id, start in starts:
         queue = MessageQueue(topic, broker_name, queue_id)
-        end = await _max_offset(instance, queue, producer.send_timeout_ms / 1000)
+        end = await _max_offset(instance, queue, _timeout_s(producer, timeout_ms))
         offset = start
         while offset < end:
             pulled = await puller.pull_batch(queue, offset, max_messages=min(10_000, end - offset))

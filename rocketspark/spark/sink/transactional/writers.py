@@ -47,7 +47,8 @@ def _write(options: SinkOptions, iterator: Iterator[pa.RecordBatch], streaming: 
 
 
 def _describe(tasks: Sequence[TaskHalves]) -> str:
-    return f"{sum(t.rows for t in tasks)} rows, {sum(len(t.halves) for t in tasks)} half messages of {len(tasks)} tasks"
+    halves = sum(span.count for t in tasks for span in t.ranges)
+    return f"{sum(t.rows for t in tasks)} rows, {halves} half messages of {len(tasks)} tasks"
 
 
 class TransactionalBatchWriter(DataSourceArrowWriter):
