@@ -49,6 +49,18 @@ def apache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
         factory.stop_all()
 
 
+@pytest.fixture
+def apache_alone(tmp_path: Path) -> Iterator[SparkCluster]:
+    """Brokers of one test: Apache's check stops at the first half message still immune
+    (CHECK_IMMUNITY_TIME_IN_SECONDS, 60 s by default), so half messages that an earlier test left
+    immune in a shared half queue would keep the checks from reaching this test's."""
+    factory = ServerFactory(tmp_path / "servers")
+    try:
+        yield two_brokers_on(factory, *APACHE_SETTINGS)
+    finally:
+        factory.stop_all()
+
+
 @pytest.fixture(scope="module")
 def bundled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     factory = ServerFactory(tmp_path_factory.mktemp("bundled-transactions-cluster"))
@@ -73,48 +85,50 @@ def half_messages(cluster: SparkCluster) -> int:
 @pytest.mark.timeout(3 * QUERY_TIMEOUT_S + 120)
 @pytest.mark.parametrize("max_open", ["0", "3"])
 def test_batches_open_longer_than_the_check_timeout_write_every_row_once_on_apache(
-    spark: SparkSession, apache: SparkCluster, tmp_path: Path, max_open: str
+    spark: SparkSession, apache_alone: SparkCluster, tmp_path: Path, max_open: str
 ) -> None:
     """A slow UDF keeps each batch's half messages open for seconds: Apache's check writes them back
     and asks about the copies while the batch is open (UNKNOWN, no record yet; with
     transactionMaxOpenSeconds=3 only once that passed) and after the commit (ROLLBACK: the driver's
     ENDs stored every row). A replayed batch, committed before, ends nothing again."""
     source, target = f"TxApIn{max_open}", f"TxApOut{max_open}"
-    apache.create_topic(source, queues=2, on=("broker-a",))
-    apache.create_topic(target)
-    bodies = fill(apache, source, 600)
+    apache_alone.create_topic(source, queues=2, on=("broker-a",))
+    apache_alone.create_topic(target)
+    bodies = fill(apache_alone, source, 600)
 
     @F.udf("string")
     def slow(body: str) -> str:
         time.sleep(0.06)  # 150 rows a task: 9 s; a task's first rows reach the sink 100 at a time
         return body
 
-    halves_before = half_messages(apache)
+    halves_before = half_messages(apache_alone)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "20")  # rows are sent as they come
     checkpoint = tmp_path / "ckpt"
 
     def run() -> None:
         frame = stream(
-            spark, apache, source, f"{source}_copier", startingOffsets="earliest", maxMessagesPerTrigger="300"
+            spark, apache_alone, source, f"{source}_copier", startingOffsets="earliest", maxMessagesPerTrigger="300"
         )
         frame = frame.select(slow(F.col("body").cast("string")).alias("body"))
-        writer = frame.writeStream.format("rocketmq").option("nameserver", apache.namesrv_addr).option("topic", target)
+        writer = (
+            frame.writeStream.format("rocketmq").option("nameserver", apache_alone.namesrv_addr).option("topic", target)
+        )
         writer = writer.option("transactional", "true").option("transactionMaxOpenSeconds", max_open)
         writer = writer.option("checkpointLocation", str(checkpoint))
         finish(writer.trigger(availableNow=True).start())
 
     try:
         run()
-        assert visible(apache, target) == Counter(bodies)
+        assert visible(apache_alone, target) == Counter(bodies)
         # copies were written back (at least one round per open half message)
-        assert half_messages(apache) > halves_before + len(bodies)
+        assert half_messages(apache_alone) > halves_before + len(bodies)
         assert forget_last_commit(checkpoint) >= 1  # the last batch replayed, as after a driver that died
         run()
-        with group_member(apache, target):  # answers the later rounds' checks of the copies
+        with group_member(apache_alone, target):  # answers the later rounds' checks of the copies
             time.sleep(5 if max_open == "0" else 8)
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    assert visible(apache, target) == Counter(bodies)
+    assert visible(apache_alone, target) == Counter(bodies)
 
 
 @pytest.mark.slow
