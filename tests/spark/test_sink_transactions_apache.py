@@ -15,8 +15,6 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from rocketspark.client.api.offset import get_max_offset
-from rocketspark.message.validation import TRANS_HALF_TOPIC
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all
@@ -24,7 +22,14 @@ from tests.spark.cluster import SparkCluster, two_brokers_on
 from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, stream
 from tests.spark.test_exactly_once import finish
 from tests.spark.test_sink_brokers import fill
-from tests.spark.test_sink_transactions import BROKER_SETTINGS, Reader, committed_attempts_only, group_member, visible
+from tests.spark.test_sink_transactions import (
+    BROKER_SETTINGS,
+    Reader,
+    committed_attempts_only,
+    group_member,
+    half_messages,
+    visible,
+)
 
 #: Apache's check every second, half messages open a second checked; no move to the check-max topic
 APACHE_SETTINGS = tuple(
@@ -68,17 +73,6 @@ def bundled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
         yield two_brokers_on(factory, *BROKER_SETTINGS)
     finally:
         factory.stop_all()
-
-
-def half_messages(cluster: SparkCluster) -> int:
-    async def ask() -> int:
-        client = RemotingClient()
-        try:
-            return sum([await get_max_offset(client, b.address, TRANS_HALF_TOPIC, 0) for b in cluster.brokers.values()])
-        finally:
-            await client.close()
-
-    return asyncio.run(ask())
 
 
 @pytest.mark.slow
