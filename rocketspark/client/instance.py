@@ -328,7 +328,9 @@ class ClientInstance:
         in_use = self.topics_in_use()
         for topic in sorted(in_use):
             try:
-                await self.fetch_route(topic)
+                # shared with a first send's fetch still under way (the first refresh runs 10 ms after
+                # the start): its answer is as fresh as a new one
+                await self._fetch_once(topic)
             except RocketMQError as exc:
                 log.warning("refreshing the route of %s failed: %s", topic, exc)
         keep = in_use | self._routed_since_refresh

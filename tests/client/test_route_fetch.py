@@ -17,6 +17,7 @@ from tests.client.conftest import Cluster
 from tests.client.test_push_consumer import create_topic
 
 OVERLAPPING = 64
+SLOW_ANSWER_S = 0.2
 
 
 async def test_overlapping_first_sends_fetch_the_route_once(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,6 +29,9 @@ async def test_overlapping_first_sends_fetch_the_route_once(cluster: Cluster, mo
     async def counting_fetch(self: ClientInstance, asked: str) -> TopicRouteData | None:
         if asked not in self.routes:  # a fetch for want of a route (not a periodic refresh)
             fetched.append(asked)
+        # a slow name server (a loaded machine): the first route refresh, 10 ms after the start,
+        # comes while the first sends' fetch is still under way and must share it
+        await asyncio.sleep(SLOW_ANSWER_S)
         return await real_fetch(self, asked)
 
     monkeypatch.setattr(ClientInstance, "fetch_route", counting_fetch)
