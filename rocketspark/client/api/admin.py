@@ -174,3 +174,14 @@ async def invoke_reset_offset(
         client, broker_addr, request, timeout_s, accept=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE)
     )
     return None if response.code == ResponseCode.CONSUMER_NOT_ONLINE else ResetOffsetBody.from_json(response.body)
+
+
+async def get_broker_config(client: RemotingClient, broker_addr: str, timeout_s: float | None = None) -> dict[str, str]:
+    """GET_BROKER_CONFIG (26): the broker's settings, from its `key=value` lines."""
+    response = await call(client, broker_addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG), timeout_s)
+    settings = {}
+    for line in (response.body or b"").decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.lstrip().startswith("#"):
+            settings[key.strip()] = value.strip()
+    return settings
