@@ -110,9 +110,23 @@ async def query_marks(admin: ClusterAdmin) -> dict[str, QueryMark]:
     return marks
 
 
-def _queue_lags(stats: dict[str, ConsumeStats]) -> list[QueueLag]:
-    wrappers: dict[MessageQueue, OffsetWrapper] = {q: w for s in stats.values() for q, w in s.offset_table.items()}
+def _queue_lags(stats: list[ConsumeStats]) -> list[QueueLag]:
+    wrappers: dict[MessageQueue, OffsetWrapper] = {q: w for s in stats for q, w in s.offset_table.items()}
     return [QueueLag(q, w.consumer_offset, w.broker_offset, w.last_timestamp) for q, w in sorted(wrappers.items())]
+
+
+async def group_stats(
+    admin: ClusterAdmin, masters: dict[str, str], group: str
+) -> tuple[list[ConsumeStats], list[BrokerFailure]]:
+    """Every queue of every topic the group committed an offset on (on any broker): asked per topic
+    of every broker, so a broker where the group never committed shows its queues' whole lag."""
+    first = await admin.each_broker(masters, lambda a: get_consume_stats(admin.remoting, a, group))
+    topics = sorted({q.topic for s in answered(first).values() for q in s.offset_table})
+    per_topic = await asyncio.gather(
+        *(admin.each_broker(masters, lambda a, t=t: get_consume_stats(admin.remoting, a, group, t)) for t in topics)
+    )
+    stats = [s for answers in per_topic for s in answered(answers).values()]
+    return stats, failures(first)
 
 
 async def members(admin: ClusterAdmin, masters: dict[str, str], group: str) -> dict[str, ConsumerConnection | None | BrokerFailure]:
@@ -140,8 +154,7 @@ async def group_list(admin: ClusterAdmin) -> GroupList:
         clients = _clients(await members(admin, masters, group))
         if not clients and group not in committed:
             return None
-        stats = answered(await admin.each_broker(masters, lambda a: get_consume_stats(admin.remoting, a, group)))
-        lags = _queue_lags(stats)
+        lags = _queue_lags((await group_stats(admin, masters, group))[0])
         topics = sorted({q.queue.topic for q in lags})
         return GroupRow(group, len(clients), topics, sum(q.lag for q in lags), marks.get(group))
 
@@ -153,10 +166,10 @@ async def group_detail(admin: ClusterAdmin, group: str) -> GroupDetail | None:
     """None when no broker knows the group (no member, no offset, no subscription group)."""
     masters = await admin.masters()
     connections = await members(admin, masters, group)
-    stats = await admin.each_broker(masters, lambda a: get_consume_stats(admin.remoting, a, group))
+    stats, stats_failures = await group_stats(admin, masters, group)
     named = await admin.each_broker(masters, lambda a: get_subscription_groups(admin.remoting, a))
     clients = _clients(connections)
-    lags = _queue_lags(answered(stats))
+    lags = _queue_lags(stats)
     known = any(group in names for names in answered(named).values())
     if not clients and not lags and not known:
         return None
@@ -169,7 +182,7 @@ async def group_detail(admin: ClusterAdmin, group: str) -> GroupDetail | None:
         sorted(clients.values(), key=lambda c: c.client_id),
         subscriptions,
         lags,
-        failures(connections) + failures(stats),
+        failures(connections) + stats_failures,
         marks.get(group),
         message_model=first.message_model.name if first and first.message_model else "",
         consume_type=first.consume_type.name if first and first.consume_type else "",

@@ -14,11 +14,11 @@ import time
 
 from rocketspark.client.api.admin import (
     get_all_consumer_offsets,
-    get_consume_stats,
     get_runtime_info,
     get_topic_stats,
 )
 from rocketspark.dashboard.admin import ClusterAdmin, answered
+from rocketspark.dashboard.group_view import group_stats
 from rocketspark.dashboard.history import History, Sample
 from rocketspark.errors import RocketMQError
 from rocketspark.message.validation import is_system_topic
@@ -74,9 +74,9 @@ class Sampler:
             return Sample("stored", topic, "", now, total)
 
         async def lag(group: str) -> list[Sample]:
-            stats = answered(await admin.each_broker(masters, lambda a: get_consume_stats(admin.remoting, a, group)))
+            stats, _ = await group_stats(admin, masters, group)
             by_topic: dict[str, int] = {}
-            for s in stats.values():
+            for s in stats:
                 for queue, w in s.offset_table.items():
                     by_topic[queue.topic] = by_topic.get(queue.topic, 0) + max(0, w.broker_offset - w.consumer_offset)
             return [Sample("lag", group, topic, now, value) for topic, value in sorted(by_topic.items())]
