@@ -97,8 +97,12 @@ class EmbeddedDashboard:
         except ImportError as exc:
             return f"no dashboard: {exc.name} is not installed (pip install 'rocketspark[dashboard]')"
         settings = DashboardSettings((namesrv,), data_dir / "dashboard", password=os.environ.get(PASSWORD_ENV) or None)
-        self.server = DashboardServer(settings, host, port)
-        address = await self.server.start()
+        server = DashboardServer(settings, host, port)
+        try:
+            address = await server.start()
+        except OSError as exc:  # the servers run on without it
+            return f"no dashboard: {exc} (--dashboard-port picks another port, 0 none)"
+        self.server = server
         return f"The dashboard boot success. listening on {address} (http://{address}/)"
 
     async def stop(self) -> None:

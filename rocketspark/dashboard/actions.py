@@ -111,10 +111,10 @@ async def reset(admin: ClusterAdmin, group: str, topic: str | None, timestamp_ms
                 return len(told.offset_table)
             broker = next(n for n, a in masters.items() if a == address)
             for queue_id in range(counts.get(broker, 0)):
-                offset = await offset_for_time(admin.remoting, address, READER_GROUP, topic_name, queue_id, timestamp_ms)
-                await update_consumer_offset(
-                    admin.remoting, address, group, topic_name, queue_id, offset, oneway=False
+                offset = await offset_for_time(
+                    admin.remoting, address, READER_GROUP, topic_name, queue_id, timestamp_ms
                 )
+                await update_consumer_offset(admin.remoting, address, group, topic_name, queue_id, offset, oneway=False)
             return counts.get(broker, 0)
 
         answers = await admin.each_broker(brokers, one)

@@ -8,6 +8,7 @@ to plotly.js (served from the installed `plotly` package, see rocketspark.dashbo
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -43,7 +44,7 @@ def per_minute(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
     """Growth between consecutive samples of a running total, per minute (none across a drop:
     the topic was created again)."""
     out = []
-    for (t0, v0), (t1, v1) in zip(points, points[1:], strict=False):
+    for (t0, v0), (t1, v1) in itertools.pairwise(points):
         if t1 > t0 and v1 >= v0:
             out.append((t1, round((v1 - v0) * 60_000 / (t1 - t0), 3)))
     return out

@@ -46,6 +46,4 @@ def path_part(value: str) -> str:
 
 
 def install(environment: Environment) -> None:
-    environment.filters.update(
-        when=when, duration=duration, rate=rate, share=share, count=count, path_part=path_part
-    )
+    environment.filters.update(when=when, duration=duration, rate=rate, share=share, count=count, path_part=path_part)

@@ -122,18 +122,22 @@ async def group_stats(
     of every broker, so a broker where the group never committed shows its queues' whole lag."""
     first = await admin.each_broker(masters, lambda a: get_consume_stats(admin.remoting, a, group))
     topics = sorted({q.topic for s in answered(first).values() for q in s.offset_table})
-    per_topic = await asyncio.gather(
-        *(admin.each_broker(masters, lambda a, t=t: get_consume_stats(admin.remoting, a, group, t)) for t in topics)
-    )
-    stats = [s for answers in per_topic for s in answered(answers).values()]
+
+    async def of_topic(topic: str) -> list[ConsumeStats]:
+        answers = await admin.each_broker(masters, lambda a: get_consume_stats(admin.remoting, a, group, topic))
+        return list(answered(answers).values())
+
+    stats = [s for found in await asyncio.gather(*(of_topic(t) for t in topics)) for s in found]
     return stats, failures(first)
 
 
-async def members(admin: ClusterAdmin, masters: dict[str, str], group: str) -> dict[str, ConsumerConnection | None | BrokerFailure]:
+async def members(
+    admin: ClusterAdmin, masters: dict[str, str], group: str
+) -> dict[str, ConsumerConnection | BrokerFailure | None]:
     return await admin.each_broker(masters, lambda a: get_consumer_connections(admin.remoting, a, group))
 
 
-def _clients(connections: dict[str, ConsumerConnection | None | BrokerFailure]) -> dict[str, ClientConnection]:
+def _clients(connections: dict[str, ConsumerConnection | BrokerFailure | None]) -> dict[str, ClientConnection]:
     found: dict[str, ClientConnection] = {}
     for answer in connections.values():
         if isinstance(answer, ConsumerConnection):

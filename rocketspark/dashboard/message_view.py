@@ -14,6 +14,7 @@ Bodies are shown as text, as pretty-printed JSON, or as hex, at most `BODY_SHOWN
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import dataclass
 
@@ -67,10 +68,8 @@ def body_views(body: bytes) -> dict[str, str]:
     except UnicodeDecodeError:
         return views
     views["text"] = text
-    try:
+    with contextlib.suppress(ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError)
         views["json"] = json.dumps(json.loads(body.decode()), indent=2, ensure_ascii=False)[:BODY_SHOWN]
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        pass
     return views
 
 

@@ -17,6 +17,7 @@ from rocketspark.client.api.admin import (
     get_runtime_info,
     get_topic_stats,
 )
+from rocketspark.client.api.route import get_all_topics
 from rocketspark.dashboard.admin import ClusterAdmin, answered
 from rocketspark.dashboard.group_view import group_stats
 from rocketspark.dashboard.history import History, Sample
@@ -89,8 +90,6 @@ class Sampler:
         return samples
 
     async def _user_topics(self) -> list[str]:
-        from rocketspark.client.api.route import get_all_topics  # noqa: PLC0415 - beside its one use
-
         hidden = set(self.admin.known) | {b.cluster for b in self.admin.known.values()}
         names = await self.admin.on_namesrv(get_all_topics)
         return [n for n in names if not is_system_topic(n) and n not in hidden]

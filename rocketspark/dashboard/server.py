@@ -56,10 +56,8 @@ class DashboardServer:
         self._task = asyncio.get_running_loop().create_task(self._server.serve(), name="dashboard")
         while not self._server.started:
             if self._task.done():
-                try:
+                with contextlib.suppress(SystemExit):  # uvicorn's answer to a failed bind, after logging why
                     self._task.result()
-                except SystemExit:  # uvicorn's answer to a failed bind, after logging its reason
-                    pass
                 raise OSError(f"the dashboard could not listen on {self.host}:{self.port}")
             await asyncio.sleep(0.02)
         sockets = [s for server in self._server.servers for s in server.sockets]

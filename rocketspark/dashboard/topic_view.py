@@ -161,7 +161,9 @@ async def topic_detail(admin: ClusterAdmin, topic: str) -> TopicDetail | None:
     groups = sorted(readers_by_topic(answered(offsets)).get(topic, ()))
 
     async def reader(group: str) -> ReaderRow:
-        answers = answered(await admin.each_broker(brokers, lambda a: get_consume_stats(admin.remoting, a, group, topic)))
+        answers = answered(
+            await admin.each_broker(brokers, lambda a: get_consume_stats(admin.remoting, a, group, topic))
+        )
         wrappers = [w for s in answers.values() for w in s.offset_table.values()]
         return ReaderRow(
             group,

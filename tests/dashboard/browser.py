@@ -71,3 +71,15 @@ def screenshot(driver: WebDriver, name: str, scratch: Path) -> Path:
     path = folder / f"dashboard-{name}.png"
     driver.save_screenshot(str(path))
     return path
+
+
+def click_and_load(driver: WebDriver, selector: str, timeout_s: float = 15.0) -> None:
+    """Click what submits a form or follows a link, and wait until the next page has loaded."""
+    driver.execute_script("window.beforeClick = true")
+    driver.find_element("css selector", selector).click()
+    wait_for(
+        driver,
+        lambda d: d.execute_script("return window.beforeClick === undefined && document.readyState === 'complete'"),
+        timeout_s,
+        what=f"the page after clicking {selector}",
+    )

@@ -7,11 +7,11 @@ One browser serves the module; the broker-down test stops a broker, so it runs l
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 import os
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,7 +29,7 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers.send import ConsumerSendMsgBackRequestHeader
 from rocketspark.remoting.client import RemotingClient
-from tests.dashboard.browser import screenshot, start_browser, stop_browser, wait_for
+from tests.dashboard.browser import click_and_load, screenshot, start_browser, stop_browser, wait_for
 from tests.harness import ServerFactory
 
 T = TypeVar("T")
@@ -135,7 +135,7 @@ def test_topic_page_shows_a_groups_lag_after_it_commits(cluster: Cluster, browse
     browser.find_element(By.CSS_SELECTOR, "#create-topic input[name=topic]").send_keys("Orders")
     browser.find_element(By.CSS_SELECTOR, "#create-topic input[name=queues]").clear()
     browser.find_element(By.CSS_SELECTOR, "#create-topic input[name=queues]").send_keys("2")
-    browser.find_element(By.CSS_SELECTOR, "#create-topic button").click()
+    click_and_load(browser, "#create-topic button")
     wait_for(browser, lambda d: "created topic Orders with 2 queues" in text(d, "#notice"), what="the create notice")
     results = [cluster.send("Orders", f"order {i}".encode(), keys=f"order-{i}") for i in range(10)]
     # a consumer of group Billing commits where it got to: 3 messages of each queue of broker-a
@@ -193,7 +193,7 @@ def test_a_dead_letter_is_sent_back_to_its_topic(cluster: Cluster, browser: WebD
     browser.get(cluster.url("/messages?topic=%25DLQ%25Payer&key=pay-7"))
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "form.resend button"), what="the resend button")
     assert text(browser, "form.resend button") == "Send back to Payments"
-    browser.find_element(By.CSS_SELECTOR, "form.resend button").click()
+    click_and_load(browser, "form.resend button")
     assert "back to Payments" in text(browser, "#notice")
     browser.get(cluster.url("/messages?topic=Payments&key=pay-7"))
     assert text(browser, "#found") == "2 messages found"
@@ -203,7 +203,7 @@ def test_a_change_without_its_csrf_token_is_refused(cluster: Cluster, browser: W
     browser.get(cluster.url("/topics"))
     browser.find_element(By.CSS_SELECTOR, "#create-topic input[name=topic]").send_keys("Forged")
     browser.execute_script("document.querySelector('#create-topic input[name=csrf]').value = 'forged'")
-    browser.find_element(By.CSS_SELECTOR, "#create-topic button").click()
+    click_and_load(browser, "#create-topic button")
     assert text(browser, "#error-title") == "Refused"
     assert "CSRF token" in text(browser, "#error")
     browser.get(cluster.url("/topics/Forged"))
@@ -229,10 +229,10 @@ def test_the_password_guards_every_page(cluster: Cluster, browser: WebDriver) ->
     assert browser.find_elements(By.CSS_SELECTOR, "#login input[type=password]")
     assert "Orders" not in browser.page_source
     browser.find_element(By.CSS_SELECTOR, "#login input[type=password]").send_keys("wrong")
-    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    click_and_load(browser, "#login button")
     assert text(browser, "#login-failed") == "Wrong password."
     browser.find_element(By.CSS_SELECTOR, "#login input[type=password]").send_keys(PASSWORD)
-    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    click_and_load(browser, "#login button")
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#topics tr[data-topic=Orders]"), what="the topics")
 
 

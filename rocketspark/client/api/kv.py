@@ -27,7 +27,9 @@ async def get_kv_config(
 ) -> str | None:
     """The value, or None when the name server has none (QUERY_NOT_FOUND)."""
     request = RemotingCommand.request(RequestCode.GET_KV_CONFIG, GetKVConfigRequestHeader(namespace, key))
-    response = await call(client, namesrv, request, timeout_s, accept=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+    response = await call(
+        client, namesrv, request, timeout_s, accept=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
+    )
     if response.code == ResponseCode.QUERY_NOT_FOUND:
         return None
     return response.decode_header(GetKVConfigResponseHeader).value
@@ -38,7 +40,9 @@ async def get_kv_list(
 ) -> dict[str, str]:
     """Every key and value of the namespace ({} when it has none: QUERY_NOT_FOUND)."""
     request = RemotingCommand.request(RequestCode.GET_KVLIST_BY_NAMESPACE, GetKVListByNamespaceRequestHeader(namespace))
-    response = await call(client, namesrv, request, timeout_s, accept=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+    response = await call(
+        client, namesrv, request, timeout_s, accept=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
+    )
     if response.code == ResponseCode.QUERY_NOT_FOUND or not response.body:
         return {}
     return KVTable.from_json(response.body).table

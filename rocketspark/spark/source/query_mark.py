@@ -64,5 +64,11 @@ def mark_query(options: SourceOptions) -> None:
             cluster.run(put_kv_config(instance.remoting, address, NAMESPACE, group, value))
         except RocketMQError as exc:
             if not _failed_once:
-                log.info("name server %s did not take the mark of query %s (group %s): %s", address, mark.query_id, group, exc)
+                log.info(
+                    "name server %s did not take the mark of query %s (group %s): %s",
+                    address,
+                    mark.query_id,
+                    group,
+                    exc,
+                )
                 _failed_once = True
