@@ -6,9 +6,9 @@ Each returns the sentence the page shows, or raises ActionError with the reason.
 - Create: UPDATE_AND_CREATE_TOPIC on every master broker, then until the name servers route it.
 - Delete: DELETE_TOPIC_IN_BROKER on its brokers, DELETE_TOPIC_IN_NAMESRV on every name server.
 - Reset: INVOKE_BROKER_TO_RESET_OFFSET on each broker of the topic, which has the group's members
-  online reset themselves; when none is online (CONSUMER_NOT_ONLINE) the dashboard commits the
-  offsets of the time itself with UPDATE_CONSUMER_OFFSET, as Apache's `mqadmin resetOffsetByTime`
-  does. A rocketspark Spark source's group only mirrors its query's position: the query goes on
+  online reset themselves; when none is online (CONSUMER_NOT_ONLINE), or the broker holds no offset
+  of the group yet ("consumer group not exist"), the dashboard commits the offsets of the time
+  itself with UPDATE_CONSUMER_OFFSET, as Apache's `mqadmin resetOffsetByTime` does. A rocketspark Spark source's group only mirrors its query's position: the query goes on
   from its checkpoint, and its next mirror moves the group back to it.
 - Resend: the dead letter's body, tags, keys and user properties sent again to the topic it came
   from (its RETRY_TOPIC) with the client's producer, as a new message.
@@ -32,7 +32,7 @@ from rocketspark.client.producer.producer import AsyncProducer
 from rocketspark.client.routes import master_addresses
 from rocketspark.dashboard.admin import ClusterAdmin, answered, failures
 from rocketspark.dashboard.message_view import READER_GROUP, by_id, resend_target
-from rocketspark.errors import RocketMQError
+from rocketspark.errors import RocketMQError, ServerSystemError
 from rocketspark.message.message import Message
 from rocketspark.message.properties.codec import SYSTEM_KEYS
 from rocketspark.message.validation import validate_topic
@@ -106,7 +106,12 @@ async def reset(admin: ClusterAdmin, group: str, topic: str | None, timestamp_ms
         queue_counts = {q.broker_name: q.read_queue_nums for q in route.queue_datas}
 
         async def one(address: str, topic_name: str = name, counts: dict[str, int] = queue_counts) -> int:
-            told = await invoke_reset_offset(admin.remoting, address, topic_name, group, timestamp_ms)
+            try:
+                told = await invoke_reset_offset(admin.remoting, address, topic_name, group, timestamp_ms)
+            except ServerSystemError as exc:
+                if "not exist" not in str(exc):  # else the group has no offset there yet: commit them
+                    raise
+                told = None
             if told is not None:
                 return len(told.offset_table)
             broker = next(n for n, a in masters.items() if a == address)

@@ -39,7 +39,10 @@ PASSWORD = "s3cret pass"
 class Cluster:
     def __init__(self, factory: ServerFactory, base: Path) -> None:
         self.namesrv = factory.namesrv()
-        self.brokers = factory.brokers(self.namesrv.address, ["broker-a", "broker-b"])
+        self.brokers = {
+            "broker-a": factory.broker(self.namesrv.address, broker_name="broker-a"),
+            "broker-b": factory.broker(self.namesrv.address, "--set", "flavor=apache", broker_name="broker-b"),
+        }
         self.base = base
         self.dashboard = self._dashboard(factory, "dashboard")
         os.environ["ROCKETSPARK_DASHBOARD_PASSWORD"] = PASSWORD
@@ -125,6 +128,7 @@ def test_cluster_page_shows_the_brokers_and_a_throughput_chart(
     assert set(rows) == {"broker-a", "broker-b"}
     for name, row in rows.items():
         assert cluster.brokers[name].address in row and "rocketspark 0.1.0" in row and " %" in row, row
+    assert " rocketspark " in rows["broker-a"] and " apache " in rows["broker-b"]
     assert "answering" in text(browser, "#namesrvs")
     wait_for(browser, lambda d: chart_points(d) >= 2, what="the throughput chart's points")
     screenshot(browser, "cluster", shots)
@@ -169,6 +173,13 @@ def test_topic_page_shows_a_groups_lag_after_it_commits(cluster: Cluster, browse
     browser.get(cluster.url("/groups"))
     assert "Orders" in text(browser, "#groups tr[data-group=Billing]")
 
+    # reset to a time before every message: the whole topic is the lag again
+    browser.get(cluster.url("/groups/Billing"))
+    browser.execute_script("document.querySelector('#reset-group input[name=time]').value = '2020-01-01T00:00:00'")
+    click_and_load(browser, "#reset-group button")
+    assert text(browser, "#notice").startswith("reset group Billing to 2020-01-01 00:00:00 on Orders")
+    assert int(text(browser, "#lag")) == 15
+
 
 def test_a_message_is_found_by_key_and_shown_escaped(cluster: Cluster, browser: WebDriver, shots: Path) -> None:
     body = b'{"html": "<img src=x onerror=window.pwned=1>", "n": 1}'
@@ -183,6 +194,15 @@ def test_a_message_is_found_by_key_and_shown_escaped(cluster: Cluster, browser: 
     article.find_element(By.CSS_SELECTOR, "button[data-view=hex]").click()
     assert article.find_element(By.CSS_SELECTOR, "pre.body-hex").text.startswith("7b 22 68 74 6d 6c")
     screenshot(browser, "messages", shots)
+    offset_msg_id = article.find_element(By.CSS_SELECTOR, ".offset-msg-id").text
+
+    browser.get(cluster.url(f"/messages?msgId={offset_msg_id}"))
+    assert text(browser, "article.message .keys") == "visit-42"
+    now = int(time.time() * 1000)
+    browser.get(cluster.url(f"/messages?topic=Web&start={now - 60_000}&end={now + 1000}"))
+    assert text(browser, "#found") == "1 message found"
+    browser.get(cluster.url(f"/messages?topic=Web&start={now + 1000}&end={now + 2000}"))
+    assert text(browser, "#error-title") == "Not found"
 
 
 def test_a_dead_letter_is_sent_back_to_its_topic(cluster: Cluster, browser: WebDriver) -> None:
