@@ -8,7 +8,8 @@ Each returns the sentence the page shows, or raises ActionError with the reason.
 - Reset: INVOKE_BROKER_TO_RESET_OFFSET on each broker of the topic, which has the group's members
   online reset themselves; when none is online (CONSUMER_NOT_ONLINE), or the broker holds no offset
   of the group yet ("consumer group not exist"), the dashboard commits the offsets of the time
-  itself with UPDATE_CONSUMER_OFFSET, as Apache's `mqadmin resetOffsetByTime` does. A rocketspark Spark source's group only mirrors its query's position: the query goes on
+  itself with UPDATE_CONSUMER_OFFSET, as Apache's `mqadmin resetOffsetByTime` does. A rocketspark
+  Spark source's group only mirrors its query's position: the query goes on
   from its checkpoint, and its next mirror moves the group back to it.
 - Resend: the dead letter's body, tags, keys and user properties sent again to the topic it came
   from (its RETRY_TOPIC) with the client's producer, as a new message.

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -61,7 +63,14 @@ def stop_browser(driver: WebDriver, profile: str) -> None:
 
 
 def wait_for(driver: WebDriver, check: Callable[[WebDriver], T], timeout_s: float = 15.0, what: str = "") -> T:
-    return WebDriverWait(driver, timeout_s, poll_frequency=0.1).until(check, message=what)
+    """`check` until it holds; an element the page's live refresh just replaced counts as "not yet"."""
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    return WebDriverWait(driver, timeout_s, poll_frequency=0.1, ignored_exceptions=ignored).until(check, message=what)
+
+
+def text(driver: WebDriver, selector: str) -> str:
+    """The text a person sees in the element (read again when a live refresh replaced it meanwhile)."""
+    return wait_for(driver, lambda d: str(d.find_element(By.CSS_SELECTOR, selector).text) or " ", 5, selector).strip()
 
 
 def screenshot(driver: WebDriver, name: str, scratch: Path) -> Path:

@@ -29,7 +29,7 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers.send import ConsumerSendMsgBackRequestHeader
 from rocketspark.remoting.client import RemotingClient
-from tests.dashboard.browser import click_and_load, screenshot, start_browser, stop_browser, wait_for
+from tests.dashboard.browser import click_and_load, screenshot, start_browser, stop_browser, text, wait_for
 from tests.harness import ServerFactory
 
 T = TypeVar("T")
@@ -104,10 +104,6 @@ def browser() -> Iterator[WebDriver]:
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("screenshots")
-
-
-def text(driver: WebDriver, selector: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, selector).text)
 
 
 def chart_points(driver: WebDriver) -> int:
