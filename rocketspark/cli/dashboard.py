@@ -43,7 +43,7 @@ def dashboard(
         typer.Option("--refresh", metavar="SECONDS", callback=in_range(0.5), help="how often pages refresh figures"),
     ] = 5.0,
 ) -> None:
-    """Serve the web dashboard (http://127.0.0.1:8082/) until Ctrl-C or SIGTERM.
+    """Serve the web dashboard (port 8082) until Ctrl-C.
 
     Pages: the cluster, topics, consumer groups with their lag over time, messages. It reads the
     cluster with RocketMQ 4.x admin requests alone, so it works with Apache RocketMQ too. Set
