@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -44,12 +44,8 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[RemotingClient]:
-    remoting = RemotingClient(request_timeout_s=10)
-    try:
-        yield remoting
-    finally:
-        await remoting.close()
+def client(remoting_client: RemotingClient) -> RemotingClient:
+    return remoting_client
 
 
 async def test_runtime_info_has_apaches_figures(broker: ServerProcess, client: RemotingClient) -> None:
