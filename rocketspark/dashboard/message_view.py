@@ -16,19 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
-from rocketspark.client.api.admin import query_message, view_message
-from rocketspark.client.api.pull import PullStatus, pull_message
+from rocketspark.client.api.pull import PullStatus, read_pull
 from rocketspark.client.consumer.time_offsets import offset_for_time
+from rocketspark.client.lookup import by_key_on_broker, by_offset_msg_id, store_order
 from rocketspark.client.routes import master_addresses
 from rocketspark.dashboard.admin import BrokerFailure, ClusterAdmin, answered, failures
-from rocketspark.errors import QueryNotFoundError, ResponseError
-from rocketspark.message.ids import decode_offset_msg_id
 from rocketspark.message.message import MessageExt
 from rocketspark.message.properties.codec import RETRY_TOPIC
 from rocketspark.message.records.decoding import decode_records
-from rocketspark.protocol.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader
 
 #: the consumer group the dashboard's pulls name (they commit nothing and are never held)
 READER_GROUP = "rocketspark_dashboard"
@@ -86,22 +84,16 @@ async def _brokers_of(admin: ClusterAdmin, topic: str) -> dict[str, str]:
 
 async def by_key(admin: ClusterAdmin, topic: str, key: str, *, unique: bool = False) -> Found:
     brokers = await _brokers_of(admin, topic)
-
-    async def ask(name: str, address: str) -> list[MessageExt]:
-        try:
-            body = await query_message(admin.remoting, address, topic, key, max_num=MAX_MESSAGES, unique_key=unique)
-        except QueryNotFoundError:
-            return []
-        return decode_records(body, broker_name=name)
-
     names = {address: name for name, address in brokers.items()}
-    answers = await admin.each_broker(brokers, lambda address: ask(names[address], address))
-    found = sorted((m for ms in answered(answers).values() for m in ms), key=_order)
+
+    def ask(address: str) -> Awaitable[list[MessageExt]]:
+        return by_key_on_broker(
+            admin.remoting, names[address], address, topic, key, max_num=MAX_MESSAGES, unique=unique
+        )
+
+    answers = await admin.each_broker(brokers, ask)
+    found = sorted((m for ms in answered(answers).values() for m in ms), key=store_order)
     return Found(found[:MAX_MESSAGES], failures(answers), len(found) > MAX_MESSAGES)
-
-
-def _order(message: MessageExt) -> tuple[int, str, int, int]:
-    return message.store_timestamp, message.broker_name, message.queue_id, message.queue_offset
 
 
 async def by_time(admin: ClusterAdmin, topic: str, start_ms: int, end_ms: int, limit: int = MAX_MESSAGES) -> Found:
@@ -119,20 +111,8 @@ async def by_time(admin: ClusterAdmin, topic: str, start_ms: int, end_ms: int, l
         messages: list[MessageExt] = []
         offset = first
         while offset < end and len(messages) < limit:
-            header = PullMessageRequestHeader(
-                consumer_group=READER_GROUP,
-                topic=topic,
-                queue_id=queue_id,
-                queue_offset=offset,
-                max_msg_nums=min(32, end - offset, limit - len(messages)),
-                sys_flag=FLAG_SUBSCRIPTION,
-                commit_offset=0,
-                suspend_timeout_millis=0,
-                sub_version=0,
-                subscription="*",
-                expression_type="TAG",
-            )
-            result = await admin.limited(pull_message(remoting, address, header))
+            count = min(32, end - offset, limit - len(messages))
+            result = await admin.limited(read_pull(remoting, address, READER_GROUP, topic, queue_id, offset, count))
             if result.status is not PullStatus.FOUND:
                 break
             pulled = [m for m in decode_records(result.body, broker_name=name) if m.queue_offset < end]
@@ -149,27 +129,16 @@ async def by_time(admin: ClusterAdmin, topic: str, start_ms: int, end_ms: int, l
 
     answers = await admin.each_broker(brokers, broker)
     got = answered(answers)
-    found = sorted((m for ms, _ in got.values() for m in ms), key=_order)
+    found = sorted((m for ms, _ in got.values() for m in ms), key=store_order)
     more = len(found) > limit or any(more for _, more in got.values())
     return Found(found[:limit], failures(answers), more)
 
 
 async def by_id(admin: ClusterAdmin, msg_id: str, topic: str | None) -> Found:
     """A message by its offset msgId, else (with a topic) by the producer's msgId."""
-    try:
-        address, offset = decode_offset_msg_id(msg_id.strip().upper())
-    except ValueError:
-        address, offset = "", -1
-    masters = await admin.masters()
-    names = {a: n for n, a in masters.items()}
-    if address in names:
-        try:
-            body = await admin.limited(view_message(admin.remoting, address, offset))
-            found = decode_records(body, broker_name=names[address])
-            if found:
-                return Found(found, [])
-        except ResponseError:
-            pass
+    found = await admin.limited(by_offset_msg_id(admin.remoting, await admin.masters(), msg_id))
+    if found:
+        return Found(found, [])
     if topic:
         found_by_key = await by_key(admin, topic, msg_id.strip(), unique=True)
         if found_by_key.messages:
