@@ -7,14 +7,16 @@ fastjson-tolerant reader (which turns each key into the text of the queue object
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import orjson
 
 from rocketspark.protocol.body.jsonbody import JsonBody, loads
 from rocketspark.protocol.queue import MessageQueue
+
+V = TypeVar("V")
 
 
 def _mq_keyed_json(table: Mapping[MessageQueue, JsonBody | int], extra: dict[str, Any]) -> bytes:
@@ -28,11 +30,11 @@ def _mq_keyed_json(table: Mapping[MessageQueue, JsonBody | int], extra: dict[str
     return ("{" + head + '"offsetTable":{' + entries + "}}").encode()
 
 
-def _mq_keyed_table(data: bytes, value_type: type[JsonBody]) -> tuple[dict[MessageQueue, Any], dict[str, Any]]:
+def _mq_keyed_table(data: bytes, value: Callable[[Any], V]) -> tuple[dict[MessageQueue, V], dict[str, Any]]:
+    """The body's `offsetTable`, each value read with `value`, and the whole body parsed."""
     parsed = loads(data)
     table = {
-        MessageQueue.from_dict(loads(key)): value_type.from_dict(value)
-        for key, value in (parsed.get("offsetTable") or {}).items()
+        MessageQueue.from_dict(loads(key)): value(entry) for key, entry in (parsed.get("offsetTable") or {}).items()
     }
     return table, parsed
 
@@ -55,7 +57,7 @@ class TopicStatsTable:
 
     @classmethod
     def from_json(cls, data: bytes) -> Self:
-        table, _ = _mq_keyed_table(data, TopicOffset)
+        table, _ = _mq_keyed_table(data, TopicOffset.from_dict)
         return cls(table)
 
 
@@ -83,7 +85,7 @@ class ConsumeStats:
 
     @classmethod
     def from_json(cls, data: bytes) -> Self:
-        table, parsed = _mq_keyed_table(data, OffsetWrapper)
+        table, parsed = _mq_keyed_table(data, OffsetWrapper.from_dict)
         return cls(table, float(parsed.get("consumeTps") or 0.0))
 
 
@@ -99,10 +101,8 @@ class ResetOffsetBody:
 
     @classmethod
     def from_json(cls, data: bytes) -> Self:
-        parsed = loads(data)
-        return cls(
-            {MessageQueue.from_dict(loads(key)): int(value) for key, value in (parsed.get("offsetTable") or {}).items()}
-        )
+        table, _ = _mq_keyed_table(data, int)
+        return cls(table)
 
 
 @dataclass(slots=True)
