@@ -1,10 +1,13 @@
-"""`rocketspark dev --dashboard-port`, the `--listen` warning, and the mark a Spark source's task
-leaves for the groups page (no browser: the pages' HTML over HTTP)."""
+"""`rocketspark dev --dashboard-port`, the `--listen` warning, the Origin check of POSTs, and the
+mark a Spark source's task leaves for the groups page (no browser: the pages' HTML over HTTP)."""
 
 from __future__ import annotations
 
 import asyncio
+import http.client
+import re
 import socket
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,12 +46,44 @@ def test_dev_serves_the_dashboard_on_its_port(tmp_path: Path) -> None:
     assert (tmp_path / "dashboard" / "history.sqlite3").is_file()
 
 
-def test_listening_beyond_loopback_warns(tmp_path: Path, servers: ServerFactory) -> None:
+def post(address: str, path: str, fields: dict[str, str], headers: dict[str, str]) -> tuple[int, str]:
+    """(status, body) of a form POST, redirects not followed."""
+    host, port = address.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=15)
+    try:
+        form = {"Content-Type": "application/x-www-form-urlencoded", **headers}
+        connection.request("POST", path, urllib.parse.urlencode(fields), form)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+def test_listening_beyond_loopback_warns_and_posts_from_other_sites_are_refused(
+    tmp_path: Path, servers: ServerFactory
+) -> None:
     namesrv = servers.namesrv()
     args = ["dashboard", "-n", namesrv.address, "--port", "0", "--listen", "127.0.0.2", "--data-dir", str(tmp_path)]
     with ServerProcess("rocketspark.cli", args, tmp_path / "dashboard.log") as dashboard:
-        assert dashboard.address.startswith("127.0.0.2:")
-        assert "no broker is registered" in page(f"http://{dashboard.address}/")
+        address = dashboard.address
+        assert address.startswith("127.0.0.2:")
+        assert "no broker is registered" in page(f"http://{address}/")
+        # a form's token with its cookie, as a browser has them after loading a page
+        with urllib.request.urlopen(f"http://{address}/topics", timeout=15) as response:
+            cookie = response.headers["Set-Cookie"].split(";")[0]
+            token = re.search(r'name="csrf" value="([^"]+)"', response.read().decode())
+        assert cookie.startswith("rocketspark_csrf=") and token is not None
+        form = {"csrf": token.group(1), "topic": "FromElsewhere", "queues": "1"}
+        status, body = post(address, "/topics", form, {"Cookie": cookie, "Origin": "https://elsewhere.example"})
+        assert status == 403 and "the form was sent from another site" in body
+        # the same form from the dashboard's own origin gets past the check (to the create, which
+        # finds no broker)
+        status, body = post(address, "/topics", form, {"Cookie": cookie, "Origin": f"http://{address}"})
+        assert status == 409 and "no broker is registered" in body
+        status, _ = post(
+            address, "/logout", {"csrf": token.group(1)}, {"Cookie": cookie, "Origin": f"http://{address}"}
+        )
+        assert status == 303
     log = (tmp_path / "dashboard.log").read_text()
     assert "WARNING" in log and "listens on 127.0.0.2" in log and "ROCKETSPARK_DASHBOARD_PASSWORD" in log
 
