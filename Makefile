@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test test-quick lint clean
+.PHONY: demo test test-quick lint clean browser
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,16 @@ $(VENV)/.installed: pyproject.toml
 	# compat mode puts the source tree itself on sys.path, so Spark's pkgutil scan finds
 	# pyspark_rocketmq and Spark's Python workers import the code being developed. The `spark` extra
 # brings PySpark (a plain `pip install rocketspark` has none: docs/getting-started.md).
-	$(PY) -m pip install --quiet -e '.[spark,test,dev]' --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet -e '.[spark,test,dev,dashboard]' --config-settings editable_mode=compat
+	$(MAKE) --no-print-directory browser
 	touch $@
+
+# the dashboard's browser tests (tests/dashboard/) drive Debian's headless chromium with its chromedriver
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	else sudo -n sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver' \
+		|| echo "warning: install chromium and chromium-driver (apt) for tests/dashboard"; fi
 
 demo: $(VENV)/.installed
 	$(PY) -m jobs.main

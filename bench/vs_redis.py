@@ -41,7 +41,6 @@ from rocketspark.processes import wait_registered
 from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.headers.pull import PullMessageRequestHeader
 from rocketspark.protocol.headers.send import SendMessageRequestHeader
 from rocketspark.remoting.client import RemotingClient
 
@@ -125,20 +124,7 @@ class ThinRocketMQ:
 
     async def pull(self, offset: int, count: int) -> tuple[int, int]:
         """(messages decoded, next offset) of one pull from `offset` on queue 0."""
-        header = PullMessageRequestHeader(
-            consumer_group=GROUP,
-            topic=self.topic,
-            queue_id=0,
-            queue_offset=offset,
-            max_msg_nums=count,
-            sys_flag=0b0100,  # subscription in the request, no suspend, no commit
-            commit_offset=0,
-            suspend_timeout_millis=0,
-            sub_version=0,
-            subscription="*",
-            expression_type="TAG",
-        )
-        result = await pull.pull_message(self.client, self.address, header)
+        result = await pull.read_pull(self.client, self.address, GROUP, self.topic, 0, offset, count)
         return len(decode_records(result.body)), result.next_begin_offset
 
     async def empty_request(self) -> int:

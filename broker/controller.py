@@ -124,6 +124,7 @@ class BrokerController:
                 "persist-consumer-offsets", config.flush_consumer_offset_interval / 1000, self.consumer_offsets.persist
             ),
             PeriodicService("scan-client-channels", config.client_channel_scan_interval / 1000, self._scan_channels),
+            PeriodicService("sample-stats", 1.0, self.stats.sampling.tick, initial_delay_s=0),
         ]
         if self.acl is not None:
             self._services.append(PeriodicService("acl-file-watch", POLL_INTERVAL_S, self.acl.poll))
@@ -136,6 +137,7 @@ class BrokerController:
         self.store.store_host = self.address
         await self.store.start()
         self.store.add_arrival_listener(self.hold.notify)
+        self.store.add_arrival_listener(lambda topic, _queue, _max, tags: self.stats.stored(topic, len(tags)))
         self.topics.load()
         self.subscription_groups.load()
         self.consumer_offsets.load()

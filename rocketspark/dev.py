@@ -1,15 +1,18 @@
 """A name server and a broker in one process: the embedded default for laptops and notebooks.
 
 `python -m rocketspark.dev`, or `rocketspark dev`. Both servers share one event loop; SIGTERM or
-SIGINT stops the broker (flush, persist, unregister) and then the name server.
+SIGINT stops the dashboard (`--dashboard-port`, 8082; 0: none), the broker (flush, persist,
+unregister) and then the name server.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker.config import DEFAULT_PORT as BROKER_PORT
 from broker.config import BrokerConfig
@@ -22,7 +25,13 @@ from namesrv.controller import NamesrvController
 from rocketspark.logs import LOG_LEVELS, configure_logging
 from rocketspark.serving import run_process, serve_until_signalled
 
+if TYPE_CHECKING:
+    from rocketspark.dashboard.server import DashboardServer
+
 log = logging.getLogger(__name__)
+
+#: the web dashboard's default port (rocketspark.dashboard)
+DASHBOARD_PORT = 8082
 
 
 DESCRIPTION = (
@@ -49,6 +58,13 @@ def parse_args(argv: list[str] | None, prog: str = "python -m rocketspark.dev") 
         help="the broker's port; 0 picks a free one (default: %(default)s)",
     )
     parser.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=DASHBOARD_PORT,
+        metavar="PORT",
+        help="the web dashboard's port (docs/dashboard.md); 0 turns it off (default: %(default)s)",
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         default=Path.home() / "rocketspark",
@@ -68,6 +84,32 @@ def parse_args(argv: list[str] | None, prog: str = "python -m rocketspark.dev") 
     return parser.parse_args(argv)
 
 
+class EmbeddedDashboard:
+    """The web dashboard beside the servers (`--dashboard-port`), when its libraries are installed."""
+
+    def __init__(self) -> None:
+        self.server: DashboardServer | None = None
+
+    async def start(self, namesrv: str, host: str, port: int, data_dir: Path) -> str:
+        try:
+            from rocketspark.dashboard.app import PASSWORD_ENV, DashboardSettings  # noqa: PLC0415 - optional extra
+            from rocketspark.dashboard.server import DashboardServer  # noqa: PLC0415
+        except ImportError as exc:
+            return f"no dashboard: {exc.name} is not installed (pip install 'rocketspark[dashboard]')"
+        settings = DashboardSettings((namesrv,), data_dir / "dashboard", password=os.environ.get(PASSWORD_ENV) or None)
+        server = DashboardServer(settings, host, port)
+        try:
+            address = await server.start()
+        except OSError as exc:  # the servers run on without it
+            return f"no dashboard: {exc} (--dashboard-port picks another port, 0 none)"
+        self.server = server
+        return f"The dashboard boot success. listening on {address} (http://{address}/)"
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop()
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m rocketspark.dev") -> int:
     args = parse_args(argv, prog)
     configure_logging(args.log_level)
@@ -75,6 +117,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m rocketspark.dev")
         NamesrvConfig(host=args.host, port=args.namesrv_port, data_dir=args.data_dir / "namesrv")
     )
     brokers: list[BrokerController] = []
+    dashboard = EmbeddedDashboard()
 
     async def start() -> list[str]:
         await namesrv.start()
@@ -92,13 +135,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m rocketspark.dev")
         )
         await broker.start()
         brokers.append(broker)
-        return [
+        lines = [
             f"The Name Server boot success. listening on {namesrv.address}",
             f"The broker[{broker.config.broker_name}, {broker.address}] boot success. listening on {broker.address}",
-            f"export NAMESRV_ADDR={namesrv.address}",
         ]
+        if args.dashboard_port:
+            lines.append(await dashboard.start(namesrv.address, args.host, args.dashboard_port, args.data_dir))
+        return [*lines, f"export NAMESRV_ADDR={namesrv.address}"]
 
     async def stop() -> None:
+        await dashboard.stop()
         for broker in brokers:
             await broker.stop()
         await namesrv.stop()

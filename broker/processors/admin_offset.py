@@ -32,6 +32,24 @@ class OffsetAdminContext(HasConfig, HasTopics, HasStore, HasConsumerOffsets, Pro
     """What OffsetAdminProcessor reads of the broker."""
 
 
+class TimeSearchContext(HasConfig, HasStore, Protocol):
+    """What a time search reads of the broker."""
+
+
+async def offset_of_time(broker: TimeSearchContext, topic: str, queue_id: int, timestamp: int) -> int:
+    """The broker's answer for a time: the first offset stored at or after it; with flavor=apache,
+    Apache 4.9's nearest entry (as SEARCH_OFFSET_BY_TIMESTAMP and a reset by time answer)."""
+    store = broker.store
+    if broker.config.flavor is Flavor.apache:
+        return await nearest_entry(
+            lambda offset: store.store_time_at(topic, queue_id, offset),
+            store.min_offset(topic, queue_id),
+            store.max_offset(topic, queue_id),
+            timestamp,
+        )
+    return await store.offset_for_timestamp(topic, queue_id, timestamp)
+
+
 class OffsetAdminProcessor:
     def __init__(self, broker: OffsetAdminContext) -> None:
         self.broker = broker
@@ -47,17 +65,7 @@ class OffsetAdminProcessor:
 
     async def search_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = request.decode_header(SearchOffsetRequestHeader)
-        store = self.broker.store
-        topic, queue_id = header.topic, header.queue_id
-        if self.broker.config.flavor is Flavor.apache:
-            offset = await nearest_entry(
-                lambda offset: store.store_time_at(topic, queue_id, offset),
-                store.min_offset(topic, queue_id),
-                store.max_offset(topic, queue_id),
-                header.timestamp,
-            )
-        else:
-            offset = await store.offset_for_timestamp(topic, queue_id, header.timestamp)
+        offset = await offset_of_time(self.broker, header.topic, header.queue_id, header.timestamp)
         return request.response(header=OffsetResponseHeader(offset))
 
     async def body_bytes(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from rocketspark.cli import consume, group, message, produce, servers, topic
+from rocketspark.cli import consume, dashboard, group, message, produce, servers, topic
 from rocketspark.cli.common import CliError, print_error, state
 from rocketspark.cli.connection_options import RootAccessKeyOption, TlsOption, TlsTrustOption
 
@@ -46,6 +46,7 @@ produce.register(app)
 consume.register(app)
 message.register(app)
 group.register(app)
+dashboard.register(app)
 
 
 def _usage_line(exc: typer.TyperException) -> str:

@@ -122,7 +122,7 @@ def consume(
         ),
     ] = None,
 ) -> None:
-    """Print TOPIC's messages as they arrive, as a table or JSON lines.
+    """Print TOPIC's messages as they arrive: a table or JSON lines.
 
     Runs until Ctrl-C, --max or --timeout. Starts at the end of each queue (--offset latest) unless
     told otherwise; --since starts at the first message stored at or after the time.

@@ -78,43 +78,24 @@ def show(
 
 async def _by_offset_id(admin: Admin, msg_id: str) -> list[MessageExt]:
     """VIEW_MESSAGE_BY_ID on the broker named inside an offset msgId ([] when it names none of ours)."""
-    from rocketspark.client.api.admin import view_message  # noqa: PLC0415
-    from rocketspark.errors import ResponseError  # noqa: PLC0415
-    from rocketspark.message.ids import decode_offset_msg_id  # noqa: PLC0415
-    from rocketspark.message.records.decoding import decode_records  # noqa: PLC0415
+    from rocketspark.client.lookup import by_offset_msg_id  # noqa: PLC0415
 
-    try:
-        address, offset = decode_offset_msg_id(msg_id.strip().upper())
-    except ValueError:
-        return []
-    names = {address_: name for name, address_ in (await admin.masters()).items()}
-    if address not in names:
-        return []
-    try:
-        body = await view_message(admin.client, address, offset)
-    except ResponseError:
-        return []
-    return decode_records(body, broker_name=names[address])
+    return await by_offset_msg_id(admin.client, await admin.masters(), msg_id)
 
 
 async def _by_key(admin: Admin, topic: str, key: str, max_num: int, *, unique: bool) -> list[MessageExt]:
     """QUERY_MESSAGE on every broker of the topic (by KEYS, or by UNIQ_KEY when `unique`)."""
-    from rocketspark.client.api.admin import query_message  # noqa: PLC0415
+    from rocketspark.client.lookup import by_key_on_broker, store_order  # noqa: PLC0415
     from rocketspark.client.routes import master_addresses  # noqa: PLC0415
-    from rocketspark.errors import QueryNotFoundError  # noqa: PLC0415
-    from rocketspark.message.records.decoding import decode_records  # noqa: PLC0415
 
     masters = master_addresses(await admin.route(topic))
-
-    async def one(name: str, address: str) -> list[MessageExt]:
-        try:
-            body = await query_message(admin.client, address, topic, key, max_num=max_num, unique_key=unique)
-        except QueryNotFoundError:
-            return []
-        return decode_records(body, broker_name=name)
-
-    found = await asyncio.gather(*(one(name, address) for name, address in sorted(masters.items())))
-    return sorted((m for ms in found for m in ms), key=lambda m: (m.store_timestamp, m.broker_name, m.queue_id))
+    found = await asyncio.gather(
+        *(
+            by_key_on_broker(admin.client, name, address, topic, key, max_num=max_num, unique=unique)
+            for name, address in sorted(masters.items())
+        )
+    )
+    return sorted((m for ms in found for m in ms), key=store_order)
 
 
 def _table(message: MessageExt) -> Table:

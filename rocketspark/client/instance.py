@@ -3,7 +3,12 @@
 One instance per event loop and name-server list (as Java's MQClientInstance per client id), but
 it owns only connections, the route cache and heartbeats: producer and consumer logic live in their
 own modules and register what they need here (their group for heartbeats, their topics for route
-refreshes, a callback for membership changes). Every timer runs in a service that `shutdown()` stops.
+refreshes, callbacks for membership changes and for offset resets). Every timer runs in a service
+that `shutdown()` stops.
+
+The brokers' requests to the client (Java's ClientRemotingProcessor) are answered here and handed
+on: CHECK_TRANSACTION_STATE to the transaction producer of the message's group,
+NOTIFY_CONSUMER_IDS_CHANGED and RESET_CONSUMER_CLIENT_OFFSET to the consumer of the group.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -35,9 +40,12 @@ from rocketspark.message.records.scalar import decode_small, record_bounds
 from rocketspark.message.validation import validate_client_group
 from rocketspark.protocol.body.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from rocketspark.protocol.body.route import TopicRouteData
+from rocketspark.protocol.body.stats import ResetOffsetBody
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers.admin import ResetOffsetRequestHeader
 from rocketspark.protocol.headers.namesrv import GetRouteInfoRequestHeader
+from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.connection import Connection
 from rocketspark.remoting.processor import ProcessorTable
@@ -50,6 +58,8 @@ _instance_numbers = itertools.count()
 
 #: answers a broker's CHECK_TRANSACTION_STATE: (the broker's connection, the request, the half message)
 TransactionChecker = Callable[[Connection, RemotingCommand, MessageExt], None]
+#: takes a broker's RESET_CONSUMER_CLIENT_OFFSET: (the topic, the offset of each of its queues on that broker)
+OffsetReset = Callable[[str, Mapping[MessageQueue, int]], None]
 
 
 def unique_instance_name() -> str:
@@ -72,6 +82,7 @@ class ConsumerRegistration:
     consumer_data: Callable[[], ConsumerData]
     topics: Callable[[], Iterable[str]]
     on_ids_changed: Callable[[], None] | None = None
+    on_reset_offset: OffsetReset | None = None
 
 
 class ClientInstance:
@@ -87,6 +98,7 @@ class ClientInstance:
         processors = ProcessorTable()
         processors.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._consumer_ids_changed)
         processors.register(RequestCode.CHECK_TRANSACTION_STATE, self._check_transaction_state)
+        processors.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._reset_consumer_offset)
         self.remoting = RemotingClient(
             processors,
             connect_timeout_s=config.connect_timeout_ms / 1000,
@@ -246,6 +258,30 @@ class ClientInstance:
         log.info("broker %s: members of group %s changed", connection.remote_address, group)
         if registration is not None and registration.on_ids_changed is not None:
             registration.on_ids_changed()
+
+    def _reset_consumer_offset(self, connection: Connection, request: RemotingCommand) -> None:
+        """A broker relays an admin tool's reset of a group's offsets of a topic
+        (INVOKE_BROKER_TO_RESET_OFFSET, with the offsets of its queues): the consumer of the group
+        here takes them, as Java's ClientRemotingProcessor.resetOffset hands them to its consumer."""
+        try:
+            header = request.decode_header(ResetOffsetRequestHeader)
+            offsets = ResetOffsetBody.from_json(request.body).offset_table if request.body else {}
+        except (ValueError, KeyError, TypeError, RocketMQError) as exc:
+            log.warning("broker %s: undecodable offset reset: %s", connection.remote_address, exc)
+            return
+        registration = self._consumers.get(header.group)
+        if registration is None or registration.on_reset_offset is None:
+            log.info("broker %s: no consumer of group %r here to reset", connection.remote_address, header.group)
+            return
+        log.info(
+            "broker %s: group %r resets %d queue(s) of topic %r to time %d",
+            connection.remote_address,
+            header.group,
+            len(offsets),
+            header.topic,
+            header.timestamp,
+        )
+        registration.on_reset_offset(header.topic, offsets)
 
     # -- routes --------------------------------------------------------------------------------
 

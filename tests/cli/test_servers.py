@@ -77,6 +77,8 @@ def test_dev_prints_addresses_and_data_dir(tmp_path: Path) -> None:
             "0",
             "--broker-port",
             "0",
+            "--dashboard-port",
+            "0",
             "--data-dir",
             str(data),
         ],

@@ -320,3 +320,35 @@ async def test_buffered_bytes_per_queue_are_bounded(cluster: Cluster, arrow: boo
             return sum(received) == count * body_size
 
         await eventually(the_rest, timeout_s=30, interval_s=0, what="every message after the pauses")
+
+
+async def test_a_reset_to_a_time_seeks_and_commits(cluster: Cluster) -> None:
+    """INVOKE_BROKER_TO_RESET_OFFSET (the dashboard's reset) with the consumer online: it reads every
+    message again from the time on, and commits the offsets of the time at once (auto-commit)."""
+    remoting = RemotingClient()
+    await admin.create_topic(remoting, cluster.broker.address, TopicConfig("LiteReset", 2, 2))
+    before_ms = int(time.time() * 1000) - 1_000
+    async with AsyncProducer("lite_reset_producer", namesrv_addr=cluster.namesrv_addr) as producer:
+        queues = await producer.fetch_publish_queues("LiteReset")
+        for i in range(10):
+            await producer.send(Message("LiteReset", f"{i}".encode()), queue=queues[i % 2])
+    consumer = AsyncLitePullConsumer("lite_reset", namesrv_addr=cluster.namesrv_addr, consume_from_where=FIRST)
+
+    async def committed(expected: list[int]) -> bool:
+        return [await consumer.committed(queue) for queue in queues] == expected
+
+    try:
+        async with consumer:
+            consumer.subscribe("LiteReset")
+            first = await poll_until(consumer, 10)
+            await consumer.commit()
+            assert await committed([5, 5])
+            answer = await admin.invoke_reset_offset(
+                remoting, cluster.broker.address, "LiteReset", "lite_reset", before_ms
+            )
+            assert answer is not None and sorted(answer.offset_table.values()) == [0, 0]
+            await eventually(lambda: committed([0, 0]), timeout_s=5, what="the reset offsets committed")
+            again = await poll_until(consumer, 10)
+    finally:
+        await remoting.close()
+    assert sorted(m.body for m in again) == sorted(m.body for m in first)

@@ -407,3 +407,46 @@ async def test_orderly_queues_move_between_members_in_order(cluster: Cluster) ->
         offsets = [offset for _, q, offset in seen if q == queue_id]
         assert offsets == list(range(30)), f"queue {queue_id}: {offsets}"
     assert {name for name, _, _ in seen} == {"a", "b"}
+
+
+@pytest.mark.parametrize("orderly", [False, True], ids=["concurrently", "orderly"])
+async def test_a_reset_to_a_time_has_the_member_consume_again(cluster: Cluster, orderly: bool) -> None:
+    """INVOKE_BROKER_TO_RESET_OFFSET (the dashboard's reset) with the member online: the broker tells
+    it (RESET_CONSUMER_CLIENT_OFFSET), and it consumes every message again from the time on."""
+    topic, group = f"PushReset{int(orderly)}", f"push_reset_{int(orderly)}"
+    await create_topic(cluster, topic, 2)
+    recorder = Recorder()
+
+    def orderly_listener(messages: list[MessageExt]) -> ConsumeOrderlyStatus:
+        recorder(messages)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = AsyncPushConsumer(
+        group, namesrv_addr=cluster.namesrv_addr, consume_from_where=FIRST, broker_suspend_max_time_ms=1_000
+    )
+    consumer.subscribe(topic)
+    consumer.register_listener(orderly_listener if orderly else recorder, orderly=orderly)
+    bodies = [f"{i}".encode() for i in range(10)]
+    before_ms = int(time.time() * 1000) - 1_000
+    remoting = RemotingClient()
+    try:
+        async with consumer:
+            await eventually(lambda: len(consumer.assignment()) == 2, timeout_s=10, what="both queues")
+            await send_round_robin(cluster, topic, bodies)
+            await eventually(exactly([recorder], bodies), timeout_s=10, what="every message")
+
+            async def committed_all() -> bool:
+                broker = cluster.broker.address
+                offsets = [await offset.query_consumer_offset(remoting, broker, group, topic, q) for q in range(2)]
+                return offsets == [5, 5]
+
+            await eventually(committed_all, timeout_s=10, what="the offsets committed on the broker")
+            answer = await admin.invoke_reset_offset(remoting, cluster.broker.address, topic, group, before_ms)
+            assert answer is not None and sorted(answer.offset_table.values()) == [0, 0]
+            await eventually(exactly([recorder], bodies * 2), timeout_s=10, what="every message again")
+            await eventually(committed_all, timeout_s=10, what="the offsets committed again")
+            assert len(consumer.assignment()) == 2
+    finally:
+        await remoting.close()
+    assert exactly([recorder], bodies * 2)()  # once more each, not twice
+    assert no_consume_threads()

@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator, Iterator
 import pyarrow as pa
 import pytest
 
+from rocketspark.client import lookup
 from rocketspark.client.api import admin, client_manage, offset
 from rocketspark.client.api.common import call
-from rocketspark.client.api.pull import PullStatus, pull_message
+from rocketspark.client.api.pull import PullStatus, pull_message, read_pull
 from rocketspark.client.api.route import get_route
 from rocketspark.client.api.send import SendStatus, send_arrow, send_message, send_request
 from rocketspark.errors import (
@@ -365,6 +366,24 @@ async def test_query_and_view_message(cluster, client) -> None:
     _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
     viewed = decode_records(await admin.view_message(client, broker.address, commit_log_offset))
     assert viewed[0].body == b"find me" and viewed[0].offset_msg_id == result.offset_msg_id
+
+    # the client's lookup (rocketspark message show's and the dashboard's): decoded, named by broker
+    (found,) = await lookup.by_key_on_broker(client, BROKER_NAME, broker.address, "Lookup", "order-42", max_num=4)
+    assert found.body == b"find me" and found.broker_name == BROKER_NAME
+    by_producer_id = await lookup.by_key_on_broker(
+        client, BROKER_NAME, broker.address, "Lookup", "UNIQ-42", max_num=4, unique=True
+    )
+    assert [m.msg_id for m in by_producer_id] == ["UNIQ-42"]
+    assert await lookup.by_key_on_broker(client, BROKER_NAME, broker.address, "Lookup", "absent", max_num=4) == []
+    masters = {BROKER_NAME: broker.address}
+    (viewed_again,) = await lookup.by_offset_msg_id(client, masters, result.offset_msg_id.lower())
+    assert viewed_again.body == b"find me" and viewed_again.broker_name == BROKER_NAME
+    assert await lookup.by_offset_msg_id(client, {"other": "127.0.0.1:9"}, result.offset_msg_id) == []
+    assert await lookup.by_offset_msg_id(client, masters, "not an id") == []
+    # a reading pull: every tag, nothing committed, never held
+    read = await read_pull(client, broker.address, "lookers", "Lookup", found.queue_id, found.queue_offset, 1)
+    assert read.status is PullStatus.FOUND and decode_records(read.body)[0].body == b"find me"
+    assert ("Lookup", "lookers") not in await admin.get_all_consumer_offsets(client, broker.address)
 
 
 async def test_topic_admin_and_stats(cluster, client) -> None:

@@ -12,9 +12,11 @@ from pathlib import Path
 
 from rocketspark import Message, Producer
 from rocketspark.client.api import admin, client_manage, offset
+from rocketspark.client.api.kv import get_kv_list
 from rocketspark.client.api.route import get_route
 from rocketspark.errors import ResponseError
 from rocketspark.processes import ServerProcess, wait_registered
+from rocketspark.protocol.body.query_mark import NAMESPACE, QueryMark
 from rocketspark.protocol.body.topic import TopicConfig
 from rocketspark.protocol.codes import ResponseCode
 from rocketspark.remoting.client import RemotingClient
@@ -126,6 +128,18 @@ class SparkCluster:
             return ids, sum(s.lag for s in stats)
 
         return asyncio.run(ask())
+
+    def query_marks(self) -> dict[str, QueryMark]:
+        """The Spark queries' marks in the name server's KV config (GET_KVLIST_BY_NAMESPACE), by group."""
+
+        async def ask() -> dict[str, str]:
+            client = RemotingClient()
+            try:
+                return await get_kv_list(client, self.namesrv_addr, NAMESPACE)
+            finally:
+                await client.close()
+
+        return {group: QueryMark.from_json(value.encode()) for group, value in asyncio.run(ask()).items()}
 
     def runtime_counters(self) -> dict[str, int]:
         """The brokers' message and request counters (standard and Arrow pulls and sends), summed."""

@@ -48,6 +48,9 @@ def test_available_now_reads_exactly_the_messages_of_8_queues_on_2_brokers(spark
     assert after["arrowPullMessages"] - before["arrowPullMessages"] >= 400
     assert after["standardPullMessages"] == before["standardPullMessages"]
     assert query.lastProgress["sources"][0]["latestOffset"] is not None
+    # its tasks marked which query reads as the group, for admin tools (the dashboard's groups page)
+    mark = two_brokers.query_marks()["orders_group"]
+    assert (mark.query_id, mark.run_id, mark.query_name, mark.topics) == (query.id, query.runId, "orders", ["Orders"])
 
 
 def test_tag_filter(spark, two_brokers, checkpoint) -> None:

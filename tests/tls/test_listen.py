@@ -61,7 +61,7 @@ def test_broker_conf_names_the_listen_address(servers: ServerFactory, tmp_path: 
 async def test_cli_dev_binds_loopback_only(tmp_path: Path) -> None:
     process = ServerProcess(
         "rocketspark.cli",
-        ["dev", "--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(tmp_path)],
+        ["dev", "--namesrv-port", "0", "--broker-port", "0", "--dashboard-port", "0", "--data-dir", str(tmp_path)],
         tmp_path / "dev.log",
     )
     namesrv = process.start()

@@ -5,18 +5,22 @@ from __future__ import annotations
 import orjson
 
 from rocketspark.client.api.common import call
+from rocketspark.protocol.body.consumer import ConsumerConnection
 from rocketspark.protocol.body.kv import KVTable
-from rocketspark.protocol.body.stats import ConsumeStats, TopicStatsTable
+from rocketspark.protocol.body.stats import BrokerStatsData, ConsumeStats, ResetOffsetBody, TopicStatsTable
 from rocketspark.protocol.body.topic import TopicConfig, TopicConfigSerializeWrapper
-from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers.admin import (
     CreateTopicRequestHeader,
     GetConsumeStatsRequestHeader,
     QueryMessageRequestHeader,
+    ResetOffsetRequestHeader,
     TopicRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
     ViewMessageRequestHeader,
 )
+from rocketspark.protocol.headers.client import ConsumerGroupRequestHeader
 from rocketspark.protocol.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.signing import UNIQUE_KEY_QUERY
@@ -128,3 +132,56 @@ async def view_message(
 ) -> bytes:
     request = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(commit_log_offset))
     return (await call(client, broker_addr, request, timeout_s)).body
+
+
+async def view_broker_stats(
+    client: RemotingClient, broker_addr: str, name: str, key: str, timeout_s: float | None = None
+) -> BrokerStatsData:
+    """VIEW_BROKER_STATS_DATA (315): a stats item (TOPIC_PUT_NUMS of a topic, ...) over the last
+    minute, hour and day; ServerSystemError when the broker has no such item."""
+    request = RemotingCommand.request(RequestCode.VIEW_BROKER_STATS_DATA, ViewBrokerStatsDataRequestHeader(name, key))
+    return BrokerStatsData.from_json((await call(client, broker_addr, request, timeout_s)).body)
+
+
+async def get_consumer_connections(
+    client: RemotingClient, broker_addr: str, group: str, timeout_s: float | None = None
+) -> ConsumerConnection | None:
+    """GET_CONSUMER_CONNECTION_LIST (203): the group's members online; None when none is
+    (CONSUMER_NOT_ONLINE)."""
+    request = RemotingCommand.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, ConsumerGroupRequestHeader(group))
+    response = await call(
+        client, broker_addr, request, timeout_s, accept=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE)
+    )
+    return None if response.code == ResponseCode.CONSUMER_NOT_ONLINE else ConsumerConnection.from_json(response.body)
+
+
+async def invoke_reset_offset(
+    client: RemotingClient,
+    broker_addr: str,
+    topic: str,
+    group: str,
+    timestamp_ms: int,
+    *,
+    force: bool = True,
+    timeout_s: float | None = None,
+) -> ResetOffsetBody | None:
+    """INVOKE_BROKER_TO_RESET_OFFSET (222): the broker tells the group's members online to reset to
+    `timestamp_ms` (-1: the max offsets) and answers the offsets; None when no member is online
+    (CONSUMER_NOT_ONLINE: nothing was reset)."""
+    header = ResetOffsetRequestHeader(topic, group, timestamp_ms, force)
+    request = RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header)
+    response = await call(
+        client, broker_addr, request, timeout_s, accept=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE)
+    )
+    return None if response.code == ResponseCode.CONSUMER_NOT_ONLINE else ResetOffsetBody.from_json(response.body)
+
+
+async def get_broker_config(client: RemotingClient, broker_addr: str, timeout_s: float | None = None) -> dict[str, str]:
+    """GET_BROKER_CONFIG (26): the broker's settings, from its `key=value` lines."""
+    response = await call(client, broker_addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG), timeout_s)
+    settings = {}
+    for line in (response.body or b"").decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.lstrip().startswith("#"):
+            settings[key.strip()] = value.strip()
+    return settings

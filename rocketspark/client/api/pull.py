@@ -1,4 +1,4 @@
-"""PULL_MESSAGE and the Arrow pull."""
+"""PULL_MESSAGE and the Arrow pull; `read_pull`, the pull of a reader that consumes nothing."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rocketspark.client.api.common import call
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.extension import ExtensionCode
-from rocketspark.protocol.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader
+from rocketspark.protocol.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader, PullMessageResponseHeader
 from rocketspark.remoting.client import RemotingClient
 
 
@@ -55,3 +55,31 @@ async def pull_message(
         answer.max_offset,
         response.body,
     )
+
+
+async def read_pull(
+    client: RemotingClient,
+    broker_addr: str,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_messages: int,
+    timeout_s: float | None = None,
+) -> PullResult:
+    """A standard pull that only reads, as `group`: every tag, nothing committed, never held by
+    the broker (no suspend): for looking at stored messages (their store times, a time range)."""
+    header = PullMessageRequestHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=max_messages,
+        sys_flag=FLAG_SUBSCRIPTION,
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        sub_version=0,
+        subscription="*",
+        expression_type="TAG",
+    )
+    return await pull_message(client, broker_addr, header, timeout_s=timeout_s)

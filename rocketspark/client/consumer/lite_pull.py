@@ -5,6 +5,10 @@ As Java's DefaultLitePullConsumer: one background pull per assigned queue keeps 
 `pull_threshold_for_queue` or their bodies `pull_threshold_size_for_queue` MiB; `poll()` takes what
 is buffered. Progress is "next offset to consume" per queue, committed to the broker (clustering) or
 a local file (broadcasting) every `auto_commit_interval_ms`, or by `commit()`.
+
+An admin tool's reset of the group's offsets to a time (RESET_CONSUMER_CLIENT_OFFSET from a broker;
+Apache's Java lite-pull consumer ignores it) seeks the consumer's queues of the topic to the
+broker's offsets, dropping what was buffered of them, and with auto-commit commits them at once.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,6 +141,7 @@ class AsyncLitePullConsumer(AsyncClient):
         self._queues: dict[MessageQueue, _QueueState] = {}
         self._buffer: asyncio.Queue[_Pulled] = asyncio.Queue()
         self._rebalance_lock = asyncio.Lock()
+        self._reset_tasks: set[asyncio.Task[None]] = set()
         self._services = [
             PeriodicService("lite-pull-rebalance", rebalance_interval_ms / 1000, self._rebalance, initial_delay_s=0),
             PeriodicService("lite-pull-auto-commit", auto_commit_interval_ms / 1000, self._auto_commit),
@@ -149,9 +155,10 @@ class AsyncLitePullConsumer(AsyncClient):
         try:
             instance = await ClientInstance.acquire(self.client_config)
             try:
-                instance.register_consumer(
-                    ConsumerRegistration(self.group, self._consumer_data, self._topics, self._services[0].trigger)
+                registration = ConsumerRegistration(
+                    self.group, self._consumer_data, self._topics, self._services[0].trigger, self._reset_notice
                 )
+                instance.register_consumer(registration)
             except BaseException:
                 await instance.release()
                 raise
@@ -178,6 +185,7 @@ class AsyncLitePullConsumer(AsyncClient):
             return
         for service in self._services:
             await service.stop()
+        await asyncio.gather(*self._reset_tasks, return_exceptions=True)
         for state in list(self._queues.values()):
             await self._stop_pulling(state)
         if self.auto_commit:
@@ -425,11 +433,33 @@ class AsyncLitePullConsumer(AsyncClient):
         high = await offset_api.get_max_offset(instance.remoting, address, queue.topic, queue.queue_id)
         if not low <= offset <= high:
             raise ValidationError(f"cannot seek {queue} to {offset}: it holds offsets {low}..{high}")
+        await self._move(state, offset, store)
+
+    async def _move(self, state: _QueueState, offset: int, store: OffsetStore) -> None:
+        """Read the queue from `offset` next; what was buffered of it is dropped."""
         await self._stop_pulling(state)
         state.version += 1
         state.next_offset = state.consumed_offset = offset
-        store.update_offset(queue, offset, increase_only=False)
+        store.update_offset(state.queue, offset, increase_only=False)
         self._start_pulling(state)
+
+    def _reset_notice(self, topic: str, offsets: Mapping[MessageQueue, int]) -> None:
+        """A broker's RESET_CONSUMER_CLIENT_OFFSET (the client instance's hook): reset in the background."""
+        task = asyncio.get_running_loop().create_task(self._reset(topic, offsets), name=f"lite pull reset {topic}")
+        self._reset_tasks.add(task)
+        task.add_done_callback(self._reset_tasks.discard)
+
+    async def _reset(self, topic: str, offsets: Mapping[MessageQueue, int]) -> None:
+        async with self._rebalance_lock:
+            if self._lifecycle.state is not ServiceState.RUNNING:
+                return
+            _, store, _ = self._running()
+            states = [s for q, s in self._queues.items() if q.topic == topic and q in offsets]
+            for state in states:
+                log.info("group %s resets %s to %d", self.group, state.queue, offsets[state.queue])
+                await self._move(state, offsets[state.queue], store)
+            if states and self.auto_commit:
+                await store.persist_all(set(self._queues))
 
     async def seek_to_begin(self, queue: MessageQueue) -> None:
         instance, _, _ = self._running()

@@ -17,10 +17,9 @@ import bisect
 from collections.abc import Awaitable, Callable, Sequence
 
 from rocketspark.client.api import offset as offset_api
-from rocketspark.client.api.pull import PullStatus, pull_message
+from rocketspark.client.api.pull import PullStatus, read_pull
 from rocketspark.errors import RocketMQError
 from rocketspark.message.records.decoding import decode_records_to_batch
-from rocketspark.protocol.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader
 from rocketspark.remoting.client import RemotingClient
 
 #: messages one pull asks for to read their store times (an Apache broker answers at most 32)
@@ -66,20 +65,7 @@ def pulled_store_times(
     """Store times read with standard pulls (every tag, nothing committed, never held) as `group`."""
 
     async def read(offset: int) -> Sequence[int]:
-        header = PullMessageRequestHeader(
-            consumer_group=group,
-            topic=topic,
-            queue_id=queue_id,
-            queue_offset=offset,
-            max_msg_nums=TIMES_PER_PULL,
-            sys_flag=FLAG_SUBSCRIPTION,
-            commit_offset=0,
-            suspend_timeout_millis=0,
-            sub_version=0,
-            subscription="*",
-            expression_type="TAG",
-        )
-        result = await pull_message(remoting, broker_addr, header, timeout_s=timeout_s)
+        result = await read_pull(remoting, broker_addr, group, topic, queue_id, offset, TIMES_PER_PULL, timeout_s)
         batch = decode_records_to_batch(result.body, decompress=False) if result.body else None
         if result.status is not PullStatus.FOUND or batch is None or batch.num_rows == 0:
             raise RocketMQError(

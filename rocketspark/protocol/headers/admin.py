@@ -52,3 +52,22 @@ class QueryMessageResponseHeader(CommandHeader):
 class ViewMessageRequestHeader(CommandHeader):
     offset: int
     topic: str | None = None
+
+
+@dataclass(slots=True)
+class ViewBrokerStatsDataRequestHeader(CommandHeader):
+    """VIEW_BROKER_STATS_DATA (315): `statsName` (TOPIC_PUT_NUMS, ...) and its key (the topic)."""
+
+    stats_name: str
+    stats_key: str
+
+
+@dataclass(slots=True)
+class ResetOffsetRequestHeader(CommandHeader):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220); `timestamp` -1:
+    the max offsets. Java's field is `isForce`."""
+
+    topic: str
+    group: str
+    timestamp: int
+    is_force: bool = False

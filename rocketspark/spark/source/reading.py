@@ -27,6 +27,7 @@ from rocketspark.spark import cluster
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.process_cache import ProcessCache
 from rocketspark.spark.source.planning import RocketMQPartition
+from rocketspark.spark.source.query_mark import mark_query
 from rocketspark.spark.source.splitting import QueueRange
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ def read_partition(options: SourceOptions, partition: InputPartition) -> Iterato
     still runs one task with a partition of its own: it reads nothing."""
     if not isinstance(partition, RocketMQPartition):
         return
+    mark_query(options)  # which query reads as the group, for admin tools (query_mark)
     puller = puller_for(options)
     for queue_range in partition.ranges:
         yield from read_range(puller, options, queue_range)

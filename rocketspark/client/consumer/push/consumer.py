@@ -12,6 +12,11 @@ brokers in CLUSTERING, to a local file in BROADCASTING.
 
 In CLUSTERING the group also consumes its retry topic, %RETRY%<group>, where the broker redelivers
 the messages a listener failed (rocketspark/client/consumer/push/send_back.py).
+
+An admin tool's reset of the group's offsets to a time (INVOKE_BROKER_TO_RESET_OFFSET, relayed by
+each broker as RESET_CONSUMER_CLIENT_OFFSET) is done as Java's MQClientInstance.resetOffset does it:
+the member's queues of the topic are dropped as a rebalance drops them, the broker's offsets are
+committed in place of their own, and a rebalance at once takes them again from there.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -136,6 +142,8 @@ class AsyncPushConsumer(AsyncClient):
         self._releasing: dict[MessageQueue, tuple[ProcessQueue, asyncio.Task[None]]] = {}
         self._rebalance_lock = asyncio.Lock()
         self._rebalance_later: asyncio.TimerHandle | None = None
+        self._resets: dict[MessageQueue, int] = {}  # queue -> offset a reset commits once it is released
+        self._reset_tasks: set[asyncio.Task[None]] = set()
         self._retry_route_misses = 0
         self._rebalance_service = PeriodicService(
             "push-rebalance", self.options.rebalance_interval_ms / 1000, self._rebalance, initial_delay_s=0
@@ -207,7 +215,11 @@ class AsyncPushConsumer(AsyncClient):
                 await store.load()
                 instance.register_consumer(
                     ConsumerRegistration(
-                        self.group, self._consumer_data, self._expressions.keys, self._rebalance_service.trigger
+                        self.group,
+                        self._consumer_data,
+                        self._expressions.keys,
+                        self._rebalance_service.trigger,
+                        self._reset_notice,
                     )
                 )
             except BaseException:
@@ -267,6 +279,7 @@ class AsyncPushConsumer(AsyncClient):
             self._rebalance_later.cancel()
         for service in (self._rebalance_service, self._lock_service, self._persist_service):
             await service.stop()
+        await asyncio.gather(*self._reset_tasks, return_exceptions=True)
         async with self._rebalance_lock:
             await self._drop(list(self._queues.values()))
             await self._release_finished()
@@ -386,13 +399,16 @@ class AsyncPushConsumer(AsyncClient):
         await self._release([pq for pq in queues if pq not in busy])
 
     async def _release(self, queues: list[ProcessQueue]) -> None:
-        """Forget dropped `queues` whose listener is done: commit their offsets, release their locks."""
+        """Forget dropped `queues` whose listener is done: commit their offsets (those a reset set,
+        in place of their own), release their locks."""
         if not queues:
             return
         parts = self._parts()
         for pq in queues:
             pq.removed = True
             self._queues.pop(pq.queue, None)
+            if (reset_to := self._resets.pop(pq.queue, None)) is not None:
+                parts.store.update_offset(pq.queue, reset_to, increase_only=False)
         dropped = {pq.queue for pq in queues}
         await parts.store.persist_all(set(self._queues) | dropped)
         for queue in dropped:
@@ -424,6 +440,27 @@ class AsyncPushConsumer(AsyncClient):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _reset_notice(self, topic: str, offsets: Mapping[MessageQueue, int]) -> None:
+        """A broker's RESET_CONSUMER_CLIENT_OFFSET (the client instance's hook): reset in the background."""
+        task = asyncio.get_running_loop().create_task(self._reset(topic, offsets), name=f"push reset {topic}")
+        self._reset_tasks.add(task)
+        task.add_done_callback(self._reset_tasks.discard)
+
+    async def _reset(self, topic: str, offsets: Mapping[MessageQueue, int]) -> None:
+        """Consume this member's queues of `topic` from `offsets` on: pulls stop, what was pulled is
+        dropped (batches in the listener are waited for, as a rebalance waits), the offsets are
+        committed and the queues taken again from them."""
+        async with self._rebalance_lock:
+            if self._lifecycle.state is not ServiceState.RUNNING:
+                return
+            queues = [pq for queue, pq in self._queues.items() if queue.topic == topic and queue in offsets]
+            if not queues:
+                return
+            log.info("group %s resets %s", self.group, ", ".join(f"{pq.queue} to {offsets[pq.queue]}" for pq in queues))
+            self._resets.update((pq.queue, offsets[pq.queue]) for pq in queues)
+            await self._drop(queues)
+        self._rebalance_service.trigger()
 
     # -- timers --------------------------------------------------------------------------------
 
