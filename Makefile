@@ -8,7 +8,12 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test test-quick lint clean
+# the official RocketMQ 5.x Python client, for tests/interop/v5/: a venv of its own, since its top-level
+# package `rocketmq` is not the one of rocketmq==0.4.4 in $(VENV)
+V5_VENV ?= .venv-rmq5
+V5_CLIENT ?= rocketmq-python-client==5.1.2
+
+.PHONY: demo test test-quick lint clean protos
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,14 +24,24 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[spark,test,dev]' --config-settings editable_mode=compat
 	touch $@
 
+$(V5_VENV)/.installed:
+	test -x $(V5_VENV)/bin/python || $(PYTHON) -m venv $(V5_VENV)
+	$(V5_VENV)/bin/python -m pip install --quiet '$(V5_CLIENT)'
+	touch $@
+
+# the generated code of broker/grpc/v2/*.proto (committed; run after editing a .proto)
+protos: $(VENV)/.installed
+	$(PY) -m grpc_tools.protoc -I . --python_out=. --pyi_out=. broker/grpc/v2/definition.proto
+	$(PY) -m grpc_tools.protoc -I . --python_out=. --pyi_out=. --grpc_python_out=. broker/grpc/v2/service.proto
+
 demo: $(VENV)/.installed
 	$(PY) -m jobs.main
 
 # two xdist workers: the Spark tests in one (one SparkSession), the rest beside them (tests/conftest.py)
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(V5_VENV)/.installed
 	$(PY) -m pytest -n 2 --dist loadgroup
 
-test-quick: $(VENV)/.installed
+test-quick: $(VENV)/.installed $(V5_VENV)/.installed
 	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow"
 
 lint: $(VENV)/.installed
@@ -35,4 +50,4 @@ lint: $(VENV)/.installed
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(V5_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

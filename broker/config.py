@@ -38,6 +38,8 @@ class BrokerConfig:
     broker_ip1: str = field(default="127.0.0.1", metadata=wire("brokerIP1"))  # the address published
     bind_address: str | None = None  # the address listened on (Apache 5's name); None: brokerIP1
     listen_port: int = DEFAULT_PORT
+    # the RocketMQ 5.x gRPC endpoint (broker/grpc/, Apache's proxy key); 0: off
+    grpc_server_port: int = 0
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8  # queues of TBW102, the template of auto-created topics
@@ -92,6 +94,8 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort must be within 0..65535, got {self.listen_port}")
+        if not 0 <= self.grpc_server_port <= 65535:
+            raise ConfigError(f"grpcServerPort must be within 1..65535, or 0 (off), got {self.grpc_server_port}")
         if self.broker_role is BrokerRole.SLAVE or self.broker_id != 0:
             raise ConfigError("this broker runs as a master only (brokerId=0, brokerRole ASYNC_MASTER or SYNC_MASTER)")
         if not self.broker_name or not self.broker_cluster_name:

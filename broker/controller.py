@@ -15,6 +15,8 @@ from broker.acl.guard import GuardedProcessorTable
 from broker.acl.watcher import POLL_INTERVAL_S, AclFileWatcher, accounts_file
 from broker.config import BrokerConfig
 from broker.flavor import Flavor, flavored
+from broker.grpc.consuming import ConsumingService
+from broker.grpc.server import GrpcServer
 from broker.managers.consumer_manager import ConsumerGroupInfo, ConsumerManager
 from broker.managers.consumer_offset_manager import ConsumerOffsetManager
 from broker.managers.producer_manager import ProducerManager
@@ -119,6 +121,7 @@ class BrokerController:
             lambda topic: self.topics.create_internal_topic(topic, 1),
         )
         self.registration: NamesrvRegistration | None = None
+        self.grpc: GrpcServer | None = None
         self._services = [
             PeriodicService(
                 "persist-consumer-offsets", config.flush_consumer_offset_interval / 1000, self.consumer_offsets.persist
@@ -141,8 +144,9 @@ class BrokerController:
         self.consumer_offsets.load()
         self.schedule.load()
         await self.transactions.load()
+        send_processor = SendMessageProcessor(self)
         for processor in (
-            SendMessageProcessor(self),
+            send_processor,
             SendBackProcessor(self),
             ArrowSendProcessor(self),
             PullMessageProcessor(self),
@@ -158,6 +162,9 @@ class BrokerController:
         ):
             processor.register(self.processors)
         self.server.add_close_listener(self._connection_closed)
+        if self.config.grpc_server_port:
+            self.grpc = GrpcServer(self, send_processor, ConsumingService(self))
+            await self.grpc.start()
         await self.server.start_serving()
         self.registration = NamesrvRegistration(self.config, self.address, self.client, self.topics.wrapper)
         await self.registration.start()
@@ -177,6 +184,8 @@ class BrokerController:
         if self.registration is not None:
             await self.registration.stop()
         await self.server.stop()
+        if self.grpc is not None:
+            await self.grpc.stop()
         for service in self._services:
             await service.stop()
         await self.schedule.stop()

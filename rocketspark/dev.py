@@ -15,6 +15,7 @@ from broker.config import DEFAULT_PORT as BROKER_PORT
 from broker.config import BrokerConfig
 from broker.controller import BrokerController
 from broker.flavor import Flavor
+from broker.startup import grpc_lines
 from broker.store.config import FlushDiskType, StoreConfig
 from namesrv.config import DEFAULT_PORT as NAMESRV_PORT
 from namesrv.config import NamesrvConfig
@@ -23,6 +24,9 @@ from rocketspark.logs import LOG_LEVELS, configure_logging
 from rocketspark.serving import run_process, serve_until_signalled
 
 log = logging.getLogger(__name__)
+
+#: the 5.x endpoint's port under `rocketspark dev` (Apache's proxy default)
+GRPC_PORT = 8081
 
 
 DESCRIPTION = (
@@ -47,6 +51,14 @@ def parse_args(argv: list[str] | None, prog: str = "python -m rocketspark.dev") 
         default=BROKER_PORT,
         metavar="PORT",
         help="the broker's port; 0 picks a free one (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--grpc-port",
+        type=int,
+        default=GRPC_PORT,
+        metavar="PORT",
+        help="the broker's gRPC endpoint for RocketMQ 5.x clients (grpcServerPort); 0 turns it off "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--data-dir",
@@ -84,6 +96,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m rocketspark.dev")
                 namesrv_addr=namesrv.address,
                 broker_ip1=args.host,
                 listen_port=args.broker_port,
+                grpc_server_port=args.grpc_port,
             ),
             StoreConfig(
                 store_path_root_dir=args.data_dir / "store",
@@ -94,6 +107,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m rocketspark.dev")
         brokers.append(broker)
         return [
             f"The Name Server boot success. listening on {namesrv.address}",
+            *grpc_lines(broker),
             f"The broker[{broker.config.broker_name}, {broker.address}] boot success. listening on {broker.address}",
             f"export NAMESRV_ADDR={namesrv.address}",
         ]

@@ -27,6 +27,7 @@ from broker.context import (
     HasSubscriptionGroups,
     HasTopics,
 )
+from broker.managers.client_channel import ClientConnection
 from broker.processors.send_batch import BATCH_REFUSAL, StandardBatch, read_standard_batch
 from broker.retry import dead_letter_queue, exhausted, subscription_group
 from broker.store.results import PutResult, PutStatus
@@ -77,7 +78,7 @@ class SendQueueContext(HasConfig, HasTopics, Protocol):
 
 
 def resolve_send_queue(
-    broker: SendQueueContext, header: SendMessageRequestHeader, connection: Connection
+    broker: SendQueueContext, header: SendMessageRequestHeader, connection: ClientConnection
 ) -> tuple[TopicConfig, int]:
     """Check a send's header numbers and topic (creating it from TBW102 when allowed) and pick its queue.
 
@@ -162,19 +163,34 @@ class SendMessageProcessor:
                 request.body, max_message_size=self.broker.store_config.max_message_size, sys_flag=header.sys_flag
             )
             if not taken.forwarded and group_of_retry_topic(header.topic) is None:
-                return self._answer(
-                    request, len(taken.columns), self._put_batch(header, queue_id, taken, connection), None
-                )
+                stored = self._put_batch(header, queue_id, taken, connection)
+                return self._answer(request, self._stored(len(taken.columns), stored, None))
             raw = taken.columns.rows()  # the rare batch whose messages change on the way: one at a time
         else:
             raw = [(header.flag, request.body, header.properties or "")]
-        messages, level = self._messages(header, raw, batch, connection.remote_address)
+        return self._answer(
+            request, self.store(header, queue_id, raw, batch=batch, born_host=connection.remote_address)
+        )
+
+    def store(
+        self,
+        header: SendMessageRequestHeader,
+        queue_id: int,
+        raw: list[tuple[int, bytes, str]],
+        *,
+        batch: bool,
+        born_host: str,
+    ) -> Awaitable[PutResult]:
+        """Check the send's (flag, body, encoded properties) messages and queue them for the store
+        (a refusal is raised at once); then the stored result, counted in the broker's stats. The
+        5.x endpoint's SendMessage stores through here too."""
+        messages, level = self._messages(header, raw, batch, born_host)
         topic, stored_queue_id, messages = self._destination(header, queue_id, messages, level)
         wait = all(m.wait_store_ok for m in messages)
         stored = self.broker.store.put_messages(topic, stored_queue_id, messages, wait_flush=wait)
         # a delayed or half message is answered with the queue it was sent to, as Java does
         parked = topic in (SCHEDULE_TOPIC, TRANS_HALF_TOPIC)
-        return self._answer(request, len(messages), stored, queue_id if parked else None)
+        return self._stored(len(messages), stored, queue_id if parked else None)
 
     def _put_batch(
         self, header: SendMessageRequestHeader, queue_id: int, taken: StandardBatch, connection: Connection
@@ -218,16 +234,17 @@ class SendMessageProcessor:
             return topic, queue_id, [parked]
         return topic, queue_id, messages
 
-    async def _answer(
-        self, request: RemotingCommand, count: int, stored: Awaitable[PutResult], queue_id: int | None
-    ) -> RemotingCommand:
+    async def _stored(self, count: int, stored: Awaitable[PutResult], queue_id: int | None) -> PutResult:
         result = await stored
         if queue_id is not None:
             result = dataclasses.replace(result, queue_id=queue_id)
         stats = self.broker.stats
         stats.standard_send_requests += 1
         stats.standard_send_messages += count
-        return send_response(self.broker, request, result)
+        return result
+
+    async def _answer(self, request: RemotingCommand, stored: Awaitable[PutResult]) -> RemotingCommand:
+        return send_response(self.broker, request, await stored)
 
     def _messages(
         self, header: SendMessageRequestHeader, raw: list[tuple[int, bytes, str]], batch: bool, born_host: str
