@@ -14,7 +14,7 @@ from tests.waiting import eventually
 async def test_dev_runs_a_name_server_and_a_broker(tmp_path: Path) -> None:
     process = ServerProcess(
         "rocketspark.dev",
-        ["--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(tmp_path)],
+        ["--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0", "--data-dir", str(tmp_path)],
         tmp_path / "dev.log",
     )
     namesrv = process.start()  # the first boot line is the name server's

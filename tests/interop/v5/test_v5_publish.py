@@ -8,11 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from rocketspark.client.api.route import get_route
 from rocketspark.message.hashing import java_string_hash
 from rocketspark.message.properties import codec as props
+from rocketspark.processes import ServerProcess
+from rocketspark.remoting.client import RemotingClient
+from tests.integration.broker_client import pull_all
 from tests.interop.driver import RealClient
 from tests.interop.v5.conftest import Grpc5Cluster
 from tests.interop.v5.driver import V5Client, V5Message
+from tests.interop.v5.servers import free_port
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.interop
 
@@ -76,3 +82,27 @@ async def test_cpp_4x_consumer_reads_what_a_5x_producer_sent(
     assert {m.properties["UNIQ_KEY"] for m in consumed.messages} == sent
     assert sorted(m.body for m in consumed.messages) == [f"m{i}" for i in range(5)]
     assert {m.tags for m in consumed.messages} == {"T"}
+
+
+async def test_dev_serves_5x_clients(v5: V5Client, tmp_path: Path) -> None:
+    port = free_port()
+    process = ServerProcess(
+        "rocketspark.dev",
+        ["--namesrv-port", "0", "--broker-port", "0", "--grpc-port", str(port), "--data-dir", str(tmp_path / "dev")],
+        tmp_path / "dev.log",
+    )
+    namesrv = process.start()  # the first boot line is the name server's
+    client = RemotingClient()
+    try:
+        producer = v5.producer(f"127.0.0.1:{port}", topics=["v5_dev"])
+        receipt = producer.send(V5Message("v5_dev", "through rocketspark dev"))
+        producer.shutdown()
+        route = await eventually(lambda: get_route(client, namesrv, "v5_dev"), what="v5_dev's route")
+        broker = route.broker_datas[0].master_address
+        assert broker is not None
+        queues = range(route.queue_datas[0].read_queue_nums)
+        stored = [m for q in queues for m in await pull_all(client, broker, "v5_dev", q, group="v5_raw_reader")]
+        assert [(m.msg_id, m.body) for m in stored] == [(receipt.message_id, b"through rocketspark dev")]
+    finally:
+        await client.close()
+        assert process.stop() == 0
