@@ -51,6 +51,7 @@ async def run_child(target: Cluster, command: str, args: dict[str, Any], seconds
     home.mkdir(exist_ok=True)
     process = await asyncio.create_subprocess_exec(
         str(V5_PYTHON),
+        "-I",  # isolated: neither bench/ (whose modules would shadow the client's) nor PYTHON* variables
         str(CHILD),
         command,
         json.dumps(args),

@@ -96,7 +96,7 @@ class V5Client:
         self._stderr_path = home / f"v5-child-{id(self)}.stderr"
         self._stderr = self._stderr_path.open("w")
         self._process = subprocess.Popen(
-            [str(V5_PYTHON), str(CHILD)],
+            [str(V5_PYTHON), "-I", str(CHILD)],  # isolated: no test module shadows the client's imports
             cwd=home,
             env={**os.environ, "HOME": str(home), "PYTHONUNBUFFERED": "1"},
             stdin=subprocess.PIPE,
