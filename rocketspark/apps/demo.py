@@ -84,7 +84,10 @@ def start_servers(workdir: Path) -> ServerProcess:
     os.environ[dev_child.PARENT_ENV] = str(os.getpid())  # the servers stop when this process dies
     servers = ServerProcess(
         "rocketspark.apps.dev_child",
-        ["--namesrv-port", "0", "--broker-port", "0", "--data-dir", str(workdir / "data"), "--log-level", "WARNING"],
+        [
+            *("--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0"),
+            *("--data-dir", str(workdir / "data"), "--log-level", "WARNING"),
+        ],
         workdir / "servers.log",
     )
     servers.start(timeout_s=60)

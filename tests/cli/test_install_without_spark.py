@@ -64,7 +64,18 @@ def test_the_cli_and_servers_work_without_pyspark(venv: Path, tmp_path: Path) ->
     assert "MissingExtraError" in no_connector.stderr and "rocketspark[spark]" in no_connector.stderr
 
     dev = subprocess.Popen(
-        [venv / "rocketspark", "dev", "--namesrv-port", "0", "--broker-port", "0", "--data-dir", tmp_path / "data"],
+        [
+            venv / "rocketspark",
+            "dev",
+            "--namesrv-port",
+            "0",
+            "--broker-port",
+            "0",
+            "--grpc-port",
+            "0",
+            "--data-dir",
+            tmp_path / "data",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
