@@ -56,12 +56,14 @@ def language_code(language: str) -> LanguageCode:
 class ClientSession:
     """One 5.x client: its settings (from its Telemetry stream), the stream, its registrations."""
 
-    def __init__(self, client_id: str, language: str, peer: str, translate: Translate) -> None:
+    def __init__(
+        self, client_id: str, language: str, peer: str, translate: Translate, forget: Callable[[ClientSession], None]
+    ) -> None:
         self.client_id = client_id
         self.language = language
         self.peer = peer
         self.settings: pb.Settings | None = None
-        self.channel = GrpcClientChannel(self, translate)
+        self.channel = GrpcClientChannel(self, translate, forget)
         self.producer_groups: set[str] = set()
         self.consumer_group: str | None = None
         self._stream: asyncio.Queue[service.TelemetryCommand | None] | None = None
@@ -88,6 +90,11 @@ class ClientSession:
             self._stream.put_nowait(None)
             self._stream = None
 
+    @property
+    def streaming(self) -> bool:
+        """Whether the client has a Telemetry stream open."""
+        return self._stream is not None
+
     def push(self, command: service.TelemetryCommand) -> bool:
         """Send a command on the client's Telemetry stream; False when none is open."""
         if self._stream is None:
@@ -104,9 +111,10 @@ class ClientSession:
 class GrpcClientChannel:
     """The managers' ClientConnection for a 5.x client (hashable by identity, one per session)."""
 
-    def __init__(self, session: ClientSession, translate: Translate) -> None:
+    def __init__(self, session: ClientSession, translate: Translate, forget: Callable[[ClientSession], None]) -> None:
         self._session = session
         self._translate = translate
+        self._forget = forget
         self.closed = False
 
     @property
@@ -127,6 +135,7 @@ class GrpcClientChannel:
         log.info("5.x client %s dropped: %s", escaped(self._session.client_id), reason)
         self.closed = True
         self._session.end_stream()
+        self._forget(self._session)
 
 
 class GrpcClients:
@@ -142,20 +151,35 @@ class GrpcClients:
         return len(self._sessions)
 
     def session(self, client_id: str, language: str, peer: str) -> ClientSession:
-        """The client's session, made at its first call (or again after the managers dropped it)."""
+        """The client's session; a new one (kept only once the client opens its Telemetry stream or
+        registers, so calls of clients that never do leave nothing behind) when there is none."""
         session = self._sessions.get(client_id)
         if session is None or session.channel.closed:
-            session = ClientSession(client_id, language, peer, self._translate)
-            self._sessions[client_id] = session
+            return ClientSession(client_id, language, peer, self._translate, self._forget)
         session.peer = peer
         return session
 
     def get(self, client_id: str) -> ClientSession | None:
         return self._sessions.get(client_id)
 
+    def keep(self, session: ClientSession) -> None:
+        """Keep the session for the client's next calls (its Telemetry stream is open, or it registered)."""
+        if not session.channel.closed:
+            self._sessions[session.client_id] = session
+
+    def stream_ended(self, session: ClientSession) -> None:
+        """The client's Telemetry stream ended: a client registered nowhere (and with no other stream) is forgotten."""
+        if not session.streaming and not session.producer_groups and session.consumer_group is None:
+            self._forget(session)
+
+    def _forget(self, session: ClientSession) -> None:
+        if self._sessions.get(session.client_id) is session:
+            del self._sessions[session.client_id]
+
     def register_producer(self, session: ClientSession, groups: Iterable[str]) -> None:
         """Register (again: a heartbeat) the producer under each of `groups` (topic names)."""
         session.producer_groups.update(groups)
+        self.keep(session)
         channel = session.channel_info()
         for group in session.producer_groups:
             self._producers.register(group, channel)
@@ -165,6 +189,7 @@ class GrpcClients:
         if session.consumer_group not in (None, group):
             self._consumers.unregister(session.consumer_group, session.channel)
         session.consumer_group = group
+        self.keep(session)
         push = client_type == pb.PUSH_CONSUMER
         self._consumers.register(
             group,
@@ -184,8 +209,7 @@ class GrpcClients:
             self._consumers.unregister(session.consumer_group, session.channel)
         session.end_stream()
         session.channel.closed = True
-        if self._sessions.get(session.client_id) is session:
-            del self._sessions[session.client_id]
+        self._forget(session)
 
     def end_streams(self) -> None:
         """End every Telemetry stream (the broker stops)."""

@@ -165,6 +165,7 @@ class MessagingServicer:
             yield service.TelemetryCommand(status=exc.status())
             return
         outbox = call.session.open_stream()
+        self._clients.keep(call.session)
         reader = asyncio.create_task(self._read_telemetry(requests, context, outbox))
         try:
             while (command := await outbox.get()) is not None:
@@ -172,6 +173,7 @@ class MessagingServicer:
         finally:
             reader.cancel()
             call.session.stream_closed(outbox)
+            self._clients.stream_ended(call.session)
 
     async def _read_telemetry(
         self,
