@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from broker.context import HasAddress, HasConsumerOffsets, HasConsumers, HasStore, HasStoreConfig
+from broker.context import HasAddress, HasConfig, HasConsumerOffsets, HasConsumers, HasStore, HasStoreConfig
 from broker.managers.consumer_offset_manager import new_group_starts_at_first
 from broker.managers.subscription_group_manager import SubscriptionGroupConfig
 from broker.pop import records
@@ -56,7 +56,9 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class PopContext(RetryContext, HasStore, HasStoreConfig, HasAddress, HasConsumerOffsets, HasConsumers, Protocol):
+class PopContext(
+    RetryContext, HasConfig, HasStore, HasStoreConfig, HasAddress, HasConsumerOffsets, HasConsumers, Protocol
+):
     """What the pop engine reads of the broker."""
 
 
@@ -102,11 +104,9 @@ class _Pop:
 
 
 class PopService:
-    def __init__(
-        self, broker: PopContext, settings: PopSettings | None = None, *, clock: Callable[[], int] = now_ms
-    ) -> None:
+    def __init__(self, broker: PopContext, *, clock: Callable[[], int] = now_ms) -> None:
         self.broker = broker
-        self.settings = settings or PopSettings()
+        self.settings = PopSettings.of(broker.config)
         self._clock = clock
         self.tables = PopTables()
         store_config = broker.store_config

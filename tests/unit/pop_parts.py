@@ -11,13 +11,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker.config import BrokerConfig
 from broker.managers.consumer_manager import ConsumerManager
 from broker.managers.consumer_offset_manager import ConsumerOffsetManager
 from broker.managers.subscription_group_manager import SubscriptionGroupManager
 from broker.managers.topic_config_manager import TopicConfigManager
 from broker.pop.filtering import EVERYTHING, TagFilter
 from broker.pop.service import PopService, Received, ReceiveRequest
-from broker.pop.settings import PopSettings
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
 from broker.store.writer.append_requests import StandardMessage
@@ -29,6 +29,7 @@ from tests.unit.processor_parts import GROUP, TOPIC, BrokerParts, narrow
 class PopParts:
     """PopContext, of PopService."""
 
+    config: BrokerConfig
     store_config: StoreConfig
     address: str
     store: MessageStore
@@ -51,8 +52,8 @@ class Clock:
         self.now += ms
 
 
-async def started(parts: BrokerParts, clock: Callable[[], int], settings: PopSettings | None = None) -> PopService:
-    service = PopService(narrow(PopParts, parts), settings, clock=clock)
+async def started(parts: BrokerParts, clock: Callable[[], int]) -> PopService:
+    service = PopService(narrow(PopParts, parts), clock=clock)
     await service.start()
     return service
 

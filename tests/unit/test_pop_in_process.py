@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import time
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -22,13 +23,13 @@ from broker.pop.errors import PopError, Refusal
 from broker.pop.filtering import tag_filter
 from broker.pop.handles import ReceiptHandle
 from broker.pop.service import PopContext, PopService, ReceiveRequest, now_ms
-from broker.pop.settings import CLIENT_GONE_GRACE_MS, PopSettings
+from broker.pop.settings import CLIENT_GONE_GRACE_MS
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import dlq_topic
 from rocketspark.protocol.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
 from rocketspark.protocol.codes import LanguageCode
 from tests.unit.pop_parts import Clock, PopParts, bodies, receive, send, started
-from tests.unit.processor_parts import GROUP, QUEUES, TOPIC, BrokerParts, protocol_members
+from tests.unit.processor_parts import GROUP, QUEUES, TOPIC, BrokerParts, open_parts, protocol_members
 
 
 @pytest.fixture
@@ -255,16 +256,15 @@ async def test_a_long_poll_wakes_when_an_ack_frees_a_message_group(parts: Broker
     assert bodies(await asyncio.wait_for(waiting, 5)) == [b"f2"]
 
 
-async def test_a_long_poll_wakes_when_an_invisible_time_passes(parts: BrokerParts) -> None:
-    service = await started(parts, now_ms, PopSettings(min_invisible_ms=100))
-    try:
+async def test_a_long_poll_wakes_when_an_invisible_time_passes(tmp_path: Path) -> None:
+    async with open_parts(tmp_path, min_invisible_time_mills_for_recv=100) as parts:
+        service = await started(parts, now_ms)
         await send(parts, b"soon")
         assert len(await receive(service, invisible_ms=300)) == 1
         started_at = time.monotonic()
         [again] = await receive(service, long_polling_ms=5_000)
         assert again.delivery_attempt == 2
         assert 0.2 < time.monotonic() - started_at < 2
-    finally:
         await service.stop()
 
 
