@@ -1,5 +1,6 @@
 """The official 5.x Python client's producer against the bundled broker's gRPC endpoint: NORMAL and
-FIFO messages, stored as 4.x messages that 4.x clients read (our pull, and the C++ client rocketmq==0.4.4)."""
+FIFO messages, stored as 4.x messages that 4.x clients read (our pull, and the C++ client rocketmq==0.4.4),
+and the reverse: a 5.x SimpleConsumer reading what the C++ client sent; `rocketspark dev` serving 5.x clients."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from rocketspark.message.properties import codec as props
 from rocketspark.processes import ServerProcess
 from rocketspark.remoting.client import RemotingClient
 from tests.integration.broker_client import pull_all
-from tests.interop.driver import RealClient
+from tests.interop.driver import OutgoingMessage, RealClient, Send
 from tests.interop.v5.conftest import Grpc5Cluster
-from tests.interop.v5.driver import V5Client, V5Message
+from tests.interop.v5.driver import Received, V5Client, V5Message
 from tests.interop.v5.servers import free_port
 from tests.waiting import eventually
 
@@ -106,3 +107,38 @@ async def test_dev_serves_5x_clients(v5: V5Client, tmp_path: Path) -> None:
     finally:
         await client.close()
         assert process.stop() == 0
+
+
+@pytest.mark.slow
+async def test_5x_simple_consumer_reads_what_a_cpp_4x_producer_sent(
+    grpc_cluster: Grpc5Cluster, v5: V5Client, tmp_path: Path
+) -> None:
+    home = tmp_path / "cpp-home"
+    home.mkdir()
+    cpp = RealClient(grpc_cluster.namesrv.address, home, [grpc_cluster.namesrv, grpc_cluster.broker])
+    messages = [
+        OutgoingMessage("v4_to_5x", f"m{i}", tags="T", keys=f"k{i}", properties={"n": str(i)}) for i in range(5)
+    ]
+    try:
+        outcomes = cpp.produce("v4_to_5x_producer", [Send("sync", messages)])
+    finally:
+        cpp.close()
+    assert all(outcome.status == "OK" for outcome in outcomes), outcomes
+    consumer = v5.simple_consumer(grpc_cluster.endpoint, "v4_to_5x_group", {"v4_to_5x": "T"}, await_s=2)
+    received: list[Received] = []
+    for _ in range(20):  # receives of 16 until the five are in (a receive may find fewer)
+        if len(received) >= 5:
+            break
+        batch = consumer.receive(max_messages=16, invisible_s=30)
+        for message in batch:
+            consumer.ack(message)
+        received += batch
+    consumer.shutdown()
+    assert sorted(m.body for m in received) == [f"m{i}" for i in range(5)]
+    assert {m.message_id for m in received} == {outcome.msg_id for outcome in outcomes}  # UNIQ_KEY
+    by_body = {m.body: m for m in received}
+    for i in range(5):
+        assert (by_body[f"m{i}"].tag, by_body[f"m{i}"].keys) == ("T", [f"k{i}"])
+        assert by_body[f"m{i}"].properties["n"] == str(i)
+        assert by_body[f"m{i}"].delivery_attempt == 1
+        assert not by_body[f"m{i}"].corrupted  # the body digest checked by the client
