@@ -4,6 +4,7 @@ and the reverse: a 5.x SimpleConsumer reading what the C++ client sent; `rockets
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from rocketspark.client.api.route import get_route
 from rocketspark.message.hashing import java_string_hash
+from rocketspark.message.message import MessageExt
 from rocketspark.message.properties import codec as props
 from rocketspark.processes import ServerProcess
 from rocketspark.remoting.client import RemotingClient
@@ -142,3 +144,22 @@ async def test_5x_simple_consumer_reads_what_a_cpp_4x_producer_sent(
         assert by_body[f"m{i}"].properties["n"] == str(i)
         assert by_body[f"m{i}"].delivery_attempt == 1
         assert not by_body[f"m{i}"].corrupted  # the body digest checked by the client
+
+
+async def test_delay_message_is_stored_in_its_topic_at_its_time(grpc_cluster: Grpc5Cluster, v5: V5Client) -> None:
+    producer = v5.producer(grpc_cluster.endpoint, topics=["v5_delay"])
+    due_s = int(time.time()) + 3  # the client's API takes whole seconds
+    receipt = producer.send(V5Message("v5_delay", "later", delivery_timestamp=due_s))
+    producer.send(V5Message("v5_delay", "now"))
+    producer.shutdown()
+    assert [m.body for m in await grpc_cluster.pull_all("v5_delay")] == [b"now"]  # parked until due
+    stored = await eventually(
+        lambda: _body(grpc_cluster, "v5_delay", b"later"), timeout_s=15, what="the delayed message in its topic"
+    )
+    assert stored.msg_id == receipt.message_id
+    assert stored.properties[props.TIMER_DELIVER_MS] == str(due_s * 1000)
+    assert stored.store_timestamp >= due_s * 1000
+
+
+async def _body(cluster: Grpc5Cluster, topic: str, body: bytes) -> MessageExt | None:
+    return next((m for m in await cluster.pull_all(topic) if m.body == body), None)
