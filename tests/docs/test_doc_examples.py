@@ -128,7 +128,9 @@ def test_an_example_that_reads_a_topic_named_before_it_does_not_start_early() ->
 def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data = tmp_path_factory.mktemp("doc-cluster")
     process = ServerProcess(
-        "rocketspark.dev", ["--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0", "--data-dir", str(data)], data / "dev.log"
+        "rocketspark.dev",
+        ["--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0", "--data-dir", str(data)],
+        data / "dev.log",
     )
     process.start()
     try:

@@ -230,7 +230,18 @@ async def test_lite_pull_and_push_consumers_read_what_a_producer_sent(
 async def test_dev_runs_an_apache_broker(tmp_path: Path, client: RemotingClient) -> None:
     process = ServerProcess(
         "rocketspark.dev",
-        ["--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0", "--data-dir", str(tmp_path), "--flavor", "apache"],
+        [
+            "--namesrv-port",
+            "0",
+            "--broker-port",
+            "0",
+            "--grpc-port",
+            "0",
+            "--data-dir",
+            str(tmp_path),
+            "--flavor",
+            "apache",
+        ],
         tmp_path / "dev.log",
     )
     namesrv = process.start()  # the first boot line is the name server's
