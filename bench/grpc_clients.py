@@ -26,9 +26,8 @@ from typing import Any
 from bench.cluster import Cluster, cluster
 from bench.ingest import BODY, QUEUES, drive, prepare_topic
 from bench.report import percentiles_ms, progress, record
+from bench.spark_sink import stored
 from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, Message
-from rocketspark.client.api import offset
-from rocketspark.remoting.client import RemotingClient
 
 ROOT = Path(__file__).resolve().parents[1]
 V5_PYTHON = ROOT / ".venv-rmq5" / "bin" / "python"
@@ -70,14 +69,6 @@ async def run_child(target: Cluster, command: str, args: dict[str, Any], seconds
         raise RuntimeError(f"the 5.x client's {command} failed ({process.returncode}): {stderr.decode()[-2000:]}")
     result: dict[str, Any] = json.loads(stdout)
     return result
-
-
-async def stored(target: Cluster, topic: str) -> int:
-    remoting = RemotingClient()
-    try:
-        return sum([await offset.get_max_offset(remoting, target.broker.address, topic, q) for q in range(QUEUES)])
-    finally:
-        await remoting.close()
 
 
 def _row(side: str, what: str, messages: int, seconds: float, latencies_s: list[float]) -> list[Any]:

@@ -8,7 +8,7 @@ within a namespace; the broker stores a namespaced name as Apache does (`namespa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -57,20 +57,18 @@ class Call:
 
     def topic(self, resource: pb.Resource) -> str:
         """The broker's name of a topic resource (checked; ILLEGAL_TOPIC when it is no topic name)."""
-        name = qualified(resource, self.namespace)
-        try:
-            validate_topic(name)
-        except ValidationError as exc:
-            raise StatusError(pb.ILLEGAL_TOPIC, str(exc)) from None
-        return name
+        return self._name(resource, validate_topic, pb.ILLEGAL_TOPIC)
 
     def group(self, resource: pb.Resource) -> str:
         """The broker's name of a consumer group resource (ILLEGAL_CONSUMER_GROUP when it is no group name)."""
+        return self._name(resource, validate_group, pb.ILLEGAL_CONSUMER_GROUP)
+
+    def _name(self, resource: pb.Resource, validate: Callable[[str], None], refusal: pb.Code) -> str:
         name = qualified(resource, self.namespace)
         try:
-            validate_group(name)
+            validate(name)
         except ValidationError as exc:
-            raise StatusError(pb.ILLEGAL_CONSUMER_GROUP, str(exc)) from None
+            raise StatusError(refusal, str(exc)) from None
         return name
 
 
