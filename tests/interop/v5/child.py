@@ -211,13 +211,15 @@ class Child:
 
     def op_push_start(self, args: JsonDict) -> int:
         """`endpoints`, `group`, `subscriptions`, `fail_times` (answer FAILURE to a message delivered
-        fewer times than this), `threads`: a push consumer recording what its listener is given."""
+        fewer times than this), `fail_bodies` (answer FAILURE to these bodies always), `threads`: a
+        push consumer recording what its listener is given."""
         from rocketmq import ConsumeResult, MessageListener, PushConsumer
 
         handle = self._handle()
         log: list[JsonDict] = []
         self.pushed[handle] = log
         fail_times = int(args.get("fail_times", 0))
+        fail_bodies = set(args.get("fail_bodies", ()))
         lock = self.lock
 
         class _Listener(MessageListener):
@@ -225,7 +227,8 @@ class Child:
                 with lock:
                     log.append(_message_json(message))
                 attempt = message.delivery_attempt or 1
-                return ConsumeResult.FAILURE if attempt <= fail_times else ConsumeResult.SUCCESS
+                failed = attempt <= fail_times or message.body.decode(errors="replace") in fail_bodies
+                return ConsumeResult.FAILURE if failed else ConsumeResult.SUCCESS
 
         consumer = PushConsumer(
             self._configuration(args),
