@@ -4,17 +4,18 @@ A client opens its stream with its own settings; the answer is those settings wi
 values merged in. Producers: `publishing.max_body_size` (maxMessageSize), `validate_message_type` and
 an exponential backoff of their send retries (3 attempts, 10 ms doubling up to 1 s: the proxy's
 defaults). Consumers: `subscription.fifo` (the group's consumeMessageOrderly), `receive_batch_size`
-(32), `long_polling_timeout` (20 s) and a customized backoff: the broker's messageDelayLevel from
-level 3 on, the delays a 4.x consumer's retries wait (10s 30s 1m ... by default), with
-`max_attempts` = the group's retryMaxTimes + 1. The Python client uses `max_body_size` and
-`long_polling_timeout` as given and the Node.js client waits for this answer, so neither is ever 0.
+(32), `long_polling_timeout` (grpcClientConsumerMaxLongPollingTimeoutMillis, 20 s) and a customized
+backoff: the broker's messageDelayLevel from level 3 on, the delays a 4.x consumer's retries wait (10s
+30s 1m ... by default), with `max_attempts` = the group's retryMaxTimes + 1. The Python client uses
+`max_body_size` and `long_polling_timeout` as given and the Node.js client waits for this answer, so
+neither is ever 0.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from broker.context import HasDelayLevels, HasStoreConfig, HasSubscriptionGroups, HasTopics
+from broker.context import HasConfig, HasDelayLevels, HasStoreConfig, HasSubscriptionGroups, HasTopics
 from broker.grpc.call import Call
 from broker.grpc.messages import duration
 from broker.grpc.status import StatusError
@@ -27,11 +28,10 @@ PRODUCER_BACKOFF_INITIAL_MS = 10
 PRODUCER_BACKOFF_MAX_MS = 1_000
 PRODUCER_BACKOFF_MULTIPLIER = 2.0
 RECEIVE_BATCH_SIZE = 32
-LONG_POLLING_TIMEOUT_MS = 20_000
 CONSUMER_TYPES = (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER)
 
 
-class SettingsContext(HasStoreConfig, HasTopics, HasSubscriptionGroups, HasDelayLevels, Protocol):
+class SettingsContext(HasConfig, HasStoreConfig, HasTopics, HasSubscriptionGroups, HasDelayLevels, Protocol):
     """What the settings answers read of the broker."""
 
 
@@ -66,7 +66,9 @@ def answer(broker: SettingsContext, sent: pb.Settings, call: Call) -> pb.Setting
     subscription = settings.subscription
     subscription.fifo = config.consume_message_orderly
     subscription.receive_batch_size = RECEIVE_BATCH_SIZE
-    subscription.long_polling_timeout.CopyFrom(duration(LONG_POLLING_TIMEOUT_MS))
+    subscription.long_polling_timeout.CopyFrom(
+        duration(broker.config.grpc_client_consumer_max_long_polling_timeout_millis)
+    )
     delays = broker.delay_levels.delays_ms[FIRST_RETRY_DELAY_LEVEL - 1 :] or broker.delay_levels.delays_ms[-1:]
     settings.backoff_policy.CopyFrom(
         pb.RetryPolicy(
