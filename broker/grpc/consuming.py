@@ -24,9 +24,11 @@ from broker.grpc.routes import endpoints, permission
 from broker.grpc.status import StatusError, ok, status_of
 from broker.grpc.v2 import definition_pb2 as pb
 from broker.grpc.v2 import service_pb2 as service
+from broker.pop.core import PopContext, now_ms
 from broker.pop.errors import PopError
 from broker.pop.filtering import tag_filter
-from broker.pop.service import PopContext, PopService, Received, ReceiveRequest, now_ms
+from broker.pop.receiving import Received, ReceiveRequest
+from broker.pop.service import PopService
 from rocketspark.errors import RocketMQError
 from rocketspark.protocol.body.topic import Perm
 

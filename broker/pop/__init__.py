@@ -8,9 +8,11 @@ group's dead-letter topic `%DLQ%<group>` (the one 4.x consumers use). Messages o
 (FIFO messages) are delivered one at a time, in order. The group's consumer offsets advance as
 acknowledgements complete a prefix of a queue, so 4.x tooling shows 5.x consumers' progress.
 
-Modules: `queue_state` (the in-flight window of one queue, pure), `handles` (receipt handles),
-`records` (journal records, snapshots, replay), `journal` (their files), `filtering` (tag
-expressions), `waiters` (long polling), `reading` (messages from the store), `service` (the engine:
-receive, ack, change invisible duration, forward to the dead-letter topic, renewal),
-`errors` (refusals, named like the 5.x status codes).
+Modules: `service` (PopService, the engine's interface: start, stop, receive, ack, change invisible
+duration, forward to the dead-letter topic, renewal), `receiving` (what a receive gets), `core`
+(the state both share and the changes both make), `queue_state` (the in-flight window of one
+queue, pure), `handles` (receipt handles), `records` (journal records, snapshots, replay),
+`journal` (their files), `reading` (messages from the store), `filtering` (tag expressions),
+`waiters` (long polling), `settings` (broker.conf's bounds and times), `errors` (refusals, named
+like the 5.x status codes).
 """

@@ -17,7 +17,8 @@ from broker.managers.consumer_offset_manager import ConsumerOffsetManager
 from broker.managers.subscription_group_manager import SubscriptionGroupManager
 from broker.managers.topic_config_manager import TopicConfigManager
 from broker.pop.filtering import EVERYTHING, TagFilter
-from broker.pop.service import PopService, Received, ReceiveRequest
+from broker.pop.receiving import Received, ReceiveRequest
+from broker.pop.service import PopService
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
 from broker.store.writer.append_requests import StandardMessage

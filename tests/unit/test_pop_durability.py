@@ -33,7 +33,7 @@ async def crash(service: PopService) -> None:
     """Leave the engine's files as a kill -9 would: what was written, no closing snapshot."""
     for periodic in service._services:
         await periodic.stop()
-    await service.journal.close()
+    await service.core.journal.close()
 
 
 @pytest.mark.parametrize("ending", ["stop", "crash"])
@@ -92,7 +92,7 @@ async def test_the_journal_stays_bounded(tmp_path: Path, monkeypatch: pytest.Mon
             await send(parts, f"m{i}".encode())
             [received] = await receive(pop)
             await pop.ack(GROUP, TOPIC, received.receipt_handle)
-        assert pop.journal.rotations >= 3
+        assert pop.core.journal.rotations >= 3
         files = sorted(p.name for p in (tmp_path / "store" / "pop").iterdir())
         assert len(files) == 2 and "snapshot" in files, files  # the snapshot and the open journal
         await crash(pop)

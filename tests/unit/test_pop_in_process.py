@@ -19,10 +19,12 @@ import pytest
 
 from broker.managers.client_channel import ClientChannelInfo
 from broker.managers.subscription_group_manager import SubscriptionGroupConfig
+from broker.pop.core import PopContext, now_ms
 from broker.pop.errors import PopError, Refusal
 from broker.pop.filtering import tag_filter
 from broker.pop.handles import ReceiptHandle
-from broker.pop.service import PopContext, PopService, ReceiveRequest, now_ms
+from broker.pop.receiving import ReceiveRequest
+from broker.pop.service import PopService
 from broker.pop.settings import CLIENT_GONE_GRACE_MS
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import dlq_topic
