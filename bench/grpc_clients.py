@@ -4,9 +4,12 @@ One broker serving both ports (grpcServerPort on), 128-byte bodies, topics of 8 
 
 1. sends: the 5.x `Producer.send` one at a time, and `send_async` with 16 in flight, against this
    project's 4.x `AsyncProducer` with 1 and 16 in flight (SEND_MESSAGE_V2 single sends);
-2. consumption of what each side sent: the 5.x `SimpleConsumer` (`receive` of up to 32, then an ack of
-   each, the acks sent together) against the 4.x `AsyncLitePullConsumer` (pulls of 32, offsets
-   committed every 5 s).
+2. consumption of what each side sent: the 5.x `SimpleConsumer` (`receive` of up to 32, then `ack` of
+   each, one after another: 5.1.2's `ack_async` returns no future to wait for) against the 4.x
+   `AsyncLitePullConsumer` (pulls of 32, offsets committed every 5 s).
+
+"broker CPU µs/msg" is the broker process's CPU time over the row (the 5.x rows include the client's
+start-up calls) per message: what the broker spends, apart from the clients' own costs.
 
 The 5.x client runs in `.venv-rmq5` (made by `make .venv-rmq5/.installed`; bench/grpc_child.py); without
 it the 5.x rows are skipped with a line saying so. Client and broker share the machine's cores.
@@ -26,6 +29,7 @@ from typing import Any
 from bench.cluster import Cluster, cluster
 from bench.ingest import BODY, QUEUES, drive, prepare_topic
 from bench.report import percentiles_ms, progress, record
+from bench.soak_report import cpu_seconds
 from bench.spark_sink import stored
 from rocketspark import AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, Message
 
@@ -71,21 +75,29 @@ async def run_child(target: Cluster, command: str, args: dict[str, Any], seconds
     return result
 
 
-def _row(side: str, what: str, messages: int, seconds: float, latencies_s: list[float]) -> list[Any]:
+def _row(
+    side: str, what: str, messages: int, seconds: float, latencies_s: list[float], broker_cpu_s: float
+) -> list[Any]:
     rate = messages / seconds if seconds else 0.0
     p50, p99 = percentiles_ms(latencies_s, 50, 99)
-    progress(f"{side:4} {what:34} {messages:>8,} msgs in {seconds:5.1f} s: {rate:>8,.0f} msg/s")
-    return [side, what, messages, round(seconds, 1), round(rate), p50, p99]
+    broker_us = broker_cpu_s / max(messages, 1) * 1e6
+    progress(
+        f"{side:4} {what:34} {messages:>8,} msgs in {seconds:5.1f} s: {rate:>7,.0f} msg/s, broker {broker_us:.0f} µs"
+    )
+    return [side, what, messages, round(seconds, 1), round(rate), p50, p99, round(broker_us)]
 
 
 async def send_4x(target: Cluster, topic: str, in_flight: int, seconds: float, limit: int) -> list[Any]:
+    cpu = cpu_seconds(target.broker.pid)
     async with AsyncProducer("bench_grpc_4x", namesrv_addr=target.namesrv_addr, send_timeout_ms=30_000) as producer:
         await producer.send(Message(topic, BODY))  # routes and connections ready
         tally, elapsed = await drive(in_flight, 1, seconds, limit, lambda: producer.send(Message(topic, BODY)))
-    return _row("4.x", f"AsyncProducer.send, {in_flight} in flight", tally.messages, elapsed, tally.latencies_s)
+    what = f"AsyncProducer.send, {in_flight} in flight"
+    return _row("4.x", what, tally.messages, elapsed, tally.latencies_s, cpu_seconds(target.broker.pid) - cpu)
 
 
 async def consume_4x(target: Cluster, topic: str, expected: int, seconds: float) -> list[Any]:
+    cpu = cpu_seconds(target.broker.pid)
     consumer = AsyncLitePullConsumer(
         "bench_grpc_4x_reader",
         namesrv_addr=target.namesrv_addr,
@@ -105,7 +117,8 @@ async def consume_4x(target: Cluster, topic: str, expected: int, seconds: float)
                 latencies.append(time.perf_counter() - begun)
             received += len(polled)
         elapsed = time.perf_counter() - started
-    return _row("4.x", f"LitePullConsumer.poll, pulls of {RECEIVE_BATCH}", received, elapsed, latencies)
+    what = f"LitePullConsumer.poll, pulls of {RECEIVE_BATCH}"
+    return _row("4.x", what, received, elapsed, latencies, cpu_seconds(target.broker.pid) - cpu)
 
 
 async def main(seconds: float, limit: int) -> None:
@@ -121,9 +134,11 @@ async def main(seconds: float, limit: int) -> None:
             await prepare_topic(target, topic)
         for in_flight in IN_FLIGHT:  # the two sides alternate: the machine's speed drifts
             args = {"endpoint": endpoint, "topic": topic_5x, "seconds": seconds, "limit": limit, "in_flight": in_flight}
+            cpu = cpu_seconds(target.broker.pid)
             result = await run_child(target, "produce", args, seconds)
+            used = cpu_seconds(target.broker.pid) - cpu
             what = "Producer.send" if in_flight == 1 else f"Producer.send_async, {in_flight} in flight"
-            rows.append(_row("5.x", what, result["messages"], result["seconds"], result["latencies_s"]))
+            rows.append(_row("5.x", what, result["messages"], result["seconds"], result["latencies_s"], used))
             rows.append(await send_4x(target, topic_4x, in_flight, seconds, limit))
         sent_5x, sent_4x = await stored(target, topic_5x), await stored(target, topic_4x)
         args = {
@@ -135,13 +150,15 @@ async def main(seconds: float, limit: int) -> None:
             "batch": RECEIVE_BATCH,
             "invisible_s": INVISIBLE_S,
         }
+        cpu = cpu_seconds(target.broker.pid)
         result = await run_child(target, "consume", args, args["seconds"])
+        used = cpu_seconds(target.broker.pid) - cpu
         what = f"SimpleConsumer.receive({RECEIVE_BATCH}) + ack"
-        rows.append(_row("5.x", what, result["messages"], result["seconds"], result["latencies_s"]))
+        rows.append(_row("5.x", what, result["messages"], result["seconds"], result["latencies_s"], used))
         rows.append(await consume_4x(target, topic_4x, sent_4x, max(seconds, 30.0)))
     record(
         "grpc",
-        ["client", "what", "messages", "seconds", "msg/s", "p50 ms", "p99 ms"],
+        ["client", "what", "messages", "seconds", "msg/s", "p50 ms", "p99 ms", "broker CPU µs/msg"],
         rows,
         {
             "body_bytes": len(BODY),
