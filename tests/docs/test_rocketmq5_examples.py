@@ -37,7 +37,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_the_page_has_examples() -> None:
-    assert len(EXAMPLES) == 2
+    assert len(EXAMPLES) == 3
 
 
 @pytest.mark.parametrize("number", range(len(EXAMPLES)))
@@ -57,5 +57,7 @@ def test_example_runs(endpoint: str, number: int, tmp_path: Path) -> None:
     assert done.returncode == 0, f"example {number} failed:\n{done.stdout}\n{done.stderr[-3000:]}"
     if number == 0:
         assert done.stdout.startswith("sent ")
-    else:  # the first example's tagged message, received and acked
+    elif number == 1:  # the first example's tagged message, received and acked
         assert "created" in done.stdout and '{"id": 1}' in done.stdout
+    else:  # a message of the first example, pushed to the listener
+        assert "pushed" in done.stdout and "attempt 1" in done.stdout
