@@ -53,20 +53,22 @@ class TimerIndex:
         """Add many entries at once (a rebuild at start-up): grouped by bucket with numpy."""
         if not len(dues):
             return
+        order = np.argsort(dues // BUCKET_MS, kind="stable")
+        dues, offsets = dues[order].astype(np.int64), offsets[order].astype(np.int64)
         buckets = dues // BUCKET_MS
-        order = np.argsort(buckets, kind="stable")
-        dues, offsets, buckets = dues[order].astype(np.int64), offsets[order].astype(np.int64), buckets[order]
-        starts = np.flatnonzero(np.diff(buckets, prepend=buckets[0] - 1)).tolist()
-        for start, end in zip(starts, [*starts[1:], len(buckets)], strict=True):
-            bucket = int(buckets[start])
+        starts = np.flatnonzero(np.diff(buckets, prepend=buckets[0] - 1))
+        earliest = np.minimum.reduceat(dues, starts).tolist()
+        bounds = [*starts.tolist(), len(dues)]
+        for k, bucket in enumerate(buckets[starts].tolist()):
+            start, end = bounds[k], bounds[k + 1]
             if bucket <= self._opened:
-                for due, offset in zip(dues[start:end].tolist(), offsets[start:end].tolist(), strict=True):
-                    heapq.heappush(self._near, (due, offset))
+                self._near.extend(zip(dues[start:end].tolist(), offsets[start:end].tolist(), strict=True))
+                heapq.heapify(self._near)
                 continue
             held = self._bucket(bucket)
             held.dues.frombytes(dues[start:end].tobytes())
             held.offsets.frombytes(offsets[start:end].tobytes())
-            held.earliest = min(held.earliest, int(dues[start:end].min()))
+            held.earliest = min(held.earliest, earliest[k])
         self._size += len(dues)
 
     def _bucket(self, bucket: int) -> _Bucket:

@@ -91,8 +91,8 @@ class TimerMessageService:
             acted |= was_found
             log.info("%d timer messages found stored after the last progress write: not stored again", len(found))
         pending = ~acted
-        for due, offset in zip(dues[pending].tolist(), offsets[pending].tolist(), strict=True):
-            progress.stored(offset, due)  # those due by `through_ms` are late
+        late = pending & (dues <= progress.through_ms)  # stored after the last write, or late then
+        progress.late.update(zip(offsets[late].tolist(), dues[late].tolist(), strict=True))
         self.index.add_many(dues[pending], offsets[pending])
         took = time.monotonic() - started
         log.info("%d timer messages parked (%d entries read) in %.2f s", len(self.index), len(offsets), took)
