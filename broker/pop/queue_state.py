@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from broker.pop.ranges import OffsetRanges
+
 
 @dataclass(slots=True)
 class Delivery:
@@ -70,7 +72,7 @@ class QueueState:
     def __init__(self, base: int) -> None:
         self.base = base
         self.scan = base
-        self.done: set[int] = set()
+        self.done = OffsetRanges()  # finished offsets at or above base
         self.in_flight: dict[int, Delivery] = {}
         self.held: dict[str, deque[tuple[int, int]]] = {}  # message group -> (offset, commit log offset)
         self.held_count = 0
@@ -129,18 +131,16 @@ class QueueState:
         start = max(start, self.base)
         if start >= end:
             return
-        if start == self.base and not any(start <= o < end for o in self.in_flight):
-            self.base = end
-            self.done = {o for o in self.done if o >= end}
-        else:
-            self.done.update(o for o in range(start, end) if o not in self.in_flight)
+        inside = sorted(o for o in self.in_flight if start <= o < end)
+        for low, high in zip([start] + [o + 1 for o in inside], [*inside, end], strict=True):
+            self.done.add_range(low, high)
         self._advance()
 
     def raise_base(self, base: int) -> None:
         """Move `base` up to `base` (a journal's record of it: nothing below it is in flight)."""
         if base > self.base:
             self.base = base
-            self.done = {o for o in self.done if o >= base}
+            self.done.drop_below(base)
             self.scan = max(self.scan, base)
             self._advance()
 
@@ -154,9 +154,7 @@ class QueueState:
         self.busy.clear()
 
     def _advance(self) -> None:
-        while self.base in self.done:
-            self.done.remove(self.base)
-            self.base += 1
+        self.base = self.done.take_prefix(self.base)
         self.scan = max(self.scan, self.base)
 
 

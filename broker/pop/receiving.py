@@ -139,21 +139,41 @@ class Receiving:
         async with lock:
             state = self.core.tables.topics.setdefault(key, TopicState())
             pop = _Pop(request, state, invisible, wanted, max_attempts, self.core.clock(), [], set())
-            if request.attempt_id is not None:
-                await self._repeat_attempt(pop)
-            if not pop.found:
-                await self._redeliver_expired(pop)
-                count = topic.read_queue_nums
-                for i in range(count):
-                    if pop.full:
-                        break
-                    await self._pop_queue(pop, (state.next_queue + i) % count)
-                state.next_queue = (state.next_queue + 1) % max(count, 1)
-        await self.core.written()
+            try:
+                if request.attempt_id is not None:
+                    await self._repeat_attempt(pop)
+                if not pop.found:
+                    await self._redeliver_expired(pop)
+                    count = topic.read_queue_nums
+                    for i in range(count):
+                        if pop.full:
+                            break
+                        await self._pop_queue(pop, (state.next_queue + i) % count)
+                    state.next_queue = (state.next_queue + 1) % max(count, 1)
+            except BaseException:
+                self._give_back(pop)
+                raise
+        try:
+            await self.core.written()
+        except BaseException:
+            self._give_back(pop)
+            raise
         self.core.mirror(request.group, request.topic, pop.touched)
         if request.attempt_id is not None and pop.found:
             self._remember_attempt(request, pop)
         return pop.found
+
+    def _give_back(self, pop: _Pop) -> None:
+        """A receive that claimed messages and did not answer (cancelled: its client went away; or
+        failed): they are visible again soon, as Apache's proxy makes them (invisibleTimeMillisWhenClear)."""
+        core = self.core
+        until = core.clock() + core.settings.clear_ms
+        for received in pop.found:
+            handle = ReceiptHandle.decode(received.receipt_handle)
+            delivery = pop.state.current(handle.queue_id, handle.offset, handle.delivery_id)
+            if delivery is not None and delivery.invisible_until > until:
+                delivery.invisible_until, delivery.renew_client = until, None
+                core.changed(pop.request.group, pop.request.topic, handle.queue_id, delivery)
 
     async def _repeat_attempt(self, pop: _Pop) -> None:
         """A receive tried again (same attempt id): what the first try delivered and is still invisible."""

@@ -13,8 +13,8 @@ after the change (bases also move without a record of their own: skipped message
 - `["r", group, topic, queue, base]`: the group's offset was reset: the window starts again at base.
 
 Held FIFO messages and skipped offsets above the base are not recorded: after a restart the
-queues are examined again from their base. The snapshot holds every queue's base, finished
-offsets above it and deliveries in flight, and the journal it covers; replaying the later
+queues are examined again from their base. The snapshot holds every queue's base, the ranges of
+finished offsets above it and its deliveries in flight, and the journal it covers; replaying the later
 journals onto it gives the state the broker had.
 """
 
@@ -118,7 +118,7 @@ class PopTables:
         for (group, topic), state in self.topics.items():
             for queue_id, queue in state.queues.items():
                 in_flight = [d.fields() for d in queue.in_flight.values()]
-                queues.append([group, topic, queue_id, queue.base, sorted(queue.done), in_flight])
+                queues.append([group, topic, queue_id, queue.base, [list(r) for r in queue.done.ranges()], in_flight])
         return orjson.dumps(
             {
                 "version": SNAPSHOT_VERSION,
@@ -138,7 +138,8 @@ class PopTables:
         tables._seen_delivery_id(int(snapshot["nextDeliveryId"]))
         for group, topic, queue_id, base, done, in_flight in snapshot["queues"]:
             queue = tables.queue(group, topic, queue_id, base)
-            queue.done.update(done)
+            for start, end in done:
+                queue.done.add_range(int(start), int(end))
             state = tables.topics[(group, topic)]
             for fields in in_flight:
                 state.deliver(queue_id, Delivery.of_fields(fields))

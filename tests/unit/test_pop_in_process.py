@@ -347,3 +347,23 @@ async def test_a_receive_tried_again_gets_what_the_lost_answer_held(parts: Broke
     [repeated] = await receive(pop, attempt_id="attempt-1")
     assert repeated.receipt_handle == first.receipt_handle
     assert await receive(pop, attempt_id="attempt-2") == []
+
+
+async def test_messages_of_a_receive_that_never_answered_come_back_soon(
+    parts: BrokerParts, pop: PopService, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await send(parts, b"orphan")
+    stuck: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    monkeypatch.setattr(pop.core.journal, "written", lambda: stuck)  # the answer waits on a write forever
+    receiving = asyncio.create_task(receive(pop, invisible_ms=60_000, auto_renew=True, client_id="gone"))
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if pop.core.tables.topics[(GROUP, TOPIC)].in_flight_count():
+            break
+    receiving.cancel()  # the client went away before its answer
+    with pytest.raises(asyncio.CancelledError):
+        await receiving
+    monkeypatch.undo()
+    clock.advance(pop.settings.clear_ms)
+    [again] = await receive(pop)
+    assert (again.row["body"], again.delivery_attempt) == (b"orphan", 2)
