@@ -7,7 +7,11 @@ refusals. The official client's own tests are beside this one.
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -162,3 +166,20 @@ async def test_missing_topic_without_auto_create(servers: ServerFactory) -> None
         )
     assert route.status.code == pb.TOPIC_NOT_FOUND
     assert "autoCreateTopicEnable=false" in route.status.message
+
+
+def test_a_taken_grpc_port_stops_the_start_with_the_fix(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "broker", "--port", "0", "--grpc-port", str(port), "--data-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "set grpcServerPort (rocketspark dev: --grpc-port) to a free port, or to 0" in done.stderr
