@@ -85,7 +85,6 @@ class Receiving:
 
     async def receive(self, request: ReceiveRequest) -> list[Received]:
         """Up to `batch_size` messages, waiting up to `long_polling_ms` for the first ones."""
-        config, topic_config = self._check(request.group, request.topic)
         settings = self.core.settings
         if request.auto_renew:
             invisible = settings.renew_slice_ms
@@ -101,6 +100,7 @@ class Receiving:
         if request.batch_size <= 0:
             raise PopError(Refusal.BAD_REQUEST, f"batch_size must be positive, got {request.batch_size}")
         wanted = min(request.batch_size, MAX_BATCH_SIZE)
+        config, topic_config = self._check(request.group, request.topic)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(max(request.long_polling_ms, 0), settings.max_long_polling_ms) / 1000
         key = (request.group, request.topic)
