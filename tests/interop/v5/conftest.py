@@ -39,6 +39,27 @@ def grpc_cluster(servers: ServerFactory, remoting_client: RemotingClient) -> Grp
     return Grpc5Cluster(namesrv, broker, endpoint, remoting_client)
 
 
+@pytest.fixture(scope="module")
+def module_grpc_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess, str]]:
+    """A name server and a gRPC broker for every test of a module (each test its own topics and groups)."""
+    factory = ServerFactory(tmp_path_factory.mktemp("grpc-cluster"))
+    try:
+        namesrv = factory.namesrv()
+        broker, endpoint = grpc_broker(factory, namesrv.address)
+        yield namesrv, broker, endpoint
+    finally:
+        factory.stop_all()
+
+
+@pytest.fixture
+def shared_grpc_cluster(
+    module_grpc_servers: tuple[ServerProcess, ServerProcess, str], remoting_client: RemotingClient
+) -> Grpc5Cluster:
+    """`grpc_cluster` on the module's servers: a test must not rely on what another left behind."""
+    namesrv, broker, endpoint = module_grpc_servers
+    return Grpc5Cluster(namesrv, broker, endpoint, remoting_client)
+
+
 @pytest.fixture
 def v5(tmp_path: Path) -> Iterator[V5Client]:
     """The official 5.x Python client in a child process (HOME in the test's tmp_path)."""

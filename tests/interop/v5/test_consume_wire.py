@@ -22,8 +22,8 @@ pytestmark = pytest.mark.interop
 
 
 @pytest.fixture
-async def stub(grpc_cluster: Grpc5Cluster) -> AsyncIterator[MessagingServiceStub]:
-    async with grpc.aio.insecure_channel(grpc_cluster.endpoint) as channel:
+async def stub(shared_grpc_cluster: Grpc5Cluster) -> AsyncIterator[MessagingServiceStub]:
+    async with grpc.aio.insecure_channel(shared_grpc_cluster.endpoint) as channel:
         yield MessagingServiceStub(channel)
 
 
@@ -59,9 +59,11 @@ def test_every_refusal_is_a_v2_code() -> None:
     assert {refusal.value for refusal in Refusal} <= set(pb.Code.keys())
 
 
-async def test_a_receive_stream_and_the_acks(grpc_cluster: Grpc5Cluster, stub: MessagingServiceStub) -> None:
+async def test_a_receive_stream_and_the_acks(shared_grpc_cluster: Grpc5Cluster, stub: MessagingServiceStub) -> None:
     for i in range(3):
-        await send(grpc_cluster.remoting, grpc_cluster.broker.address, "wire_pop", f"w{i}".encode(), tags="t")
+        await send(
+            shared_grpc_cluster.remoting, shared_grpc_cluster.broker.address, "wire_pop", f"w{i}".encode(), tags="t"
+        )
     request = receive_request("wire_pop", "wire_poppers")
     stream = [item async for item in stub.ReceiveMessage(request, metadata=headers(), timeout=10)]
     assert [item.WhichOneof("content") for item in stream] == [
@@ -113,7 +115,7 @@ async def test_a_receive_stream_and_the_acks(grpc_cluster: Grpc5Cluster, stub: M
         group=ack.group, topic=ack.topic, receipt_handle=changed.receipt_handle, delivery_attempt=1
     )
     assert (await stub.ForwardMessageToDeadLetterQueue(forward, metadata=headers(), timeout=10)).status.code == pb.OK
-    [dead] = await grpc_cluster.pull_queue("%DLQ%wire_poppers", 0)
+    [dead] = await shared_grpc_cluster.pull_queue("%DLQ%wire_poppers", 0)
     assert dead.body == b"w2"
 
     # refused receives still end with a delivery_timestamp (the Python push consumer needs it)
@@ -125,17 +127,19 @@ async def test_a_receive_stream_and_the_acks(grpc_cluster: Grpc5Cluster, stub: M
     assert await received(stub, unknown) == ["TOPIC_NOT_FOUND", "delivery_timestamp"]
 
 
-async def test_assignments_are_the_broker_or_its_queues(grpc_cluster: Grpc5Cluster, stub: MessagingServiceStub) -> None:
-    await send(grpc_cluster.remoting, grpc_cluster.broker.address, "wire_assigned", b"x")
+async def test_assignments_are_the_broker_or_its_queues(
+    shared_grpc_cluster: Grpc5Cluster, stub: MessagingServiceStub
+) -> None:
+    await send(shared_grpc_cluster.remoting, shared_grpc_cluster.broker.address, "wire_assigned", b"x")
     await admin.create_subscription_group(
-        grpc_cluster.remoting, grpc_cluster.broker.address, "wire_orderly", consume_message_orderly=True
+        shared_grpc_cluster.remoting, shared_grpc_cluster.broker.address, "wire_orderly", consume_message_orderly=True
     )
 
     async def assigned(group: str) -> list[int]:
         request = service.QueryAssignmentRequest(topic=pb.Resource(name="wire_assigned"), group=pb.Resource(name=group))
         answer = await stub.QueryAssignment(request, metadata=headers(), timeout=10)
         assert answer.status.code == pb.OK
-        host, port = grpc_cluster.endpoint.rsplit(":", 1)
+        host, port = shared_grpc_cluster.endpoint.rsplit(":", 1)
         for assignment in answer.assignments:
             broker = assignment.message_queue.broker
             assert (broker.name, broker.id) == ("broker-a", 0)

@@ -28,10 +28,10 @@ async def lag(cluster: Grpc5Cluster, group: str, topic: str) -> tuple[int, int]:
     return sum(o.consumer_offset for o in offsets), sum(o.broker_offset for o in offsets)
 
 
-async def test_receive_ack_and_the_groups_progress(grpc_cluster: Grpc5Cluster, v5: V5Client) -> None:
-    producer = v5.producer(grpc_cluster.endpoint, topics=["v5_consume"])
+async def test_receive_ack_and_the_groups_progress(shared_grpc_cluster: Grpc5Cluster, v5: V5Client) -> None:
+    producer = v5.producer(shared_grpc_cluster.endpoint, topics=["v5_consume"])
     sent = {producer.send(V5Message("v5_consume", f"m{i}", tag="TagA", keys=[f"k{i}"])).message_id for i in range(6)}
-    consumer = v5.simple_consumer(grpc_cluster.endpoint, "v5_consumers", {"v5_consume": "*"}, await_s=1)
+    consumer = v5.simple_consumer(shared_grpc_cluster.endpoint, "v5_consumers", {"v5_consume": "*"}, await_s=1)
     received: list[Received] = []
     while len(received) < 6:
         batch = consumer.receive(max_messages=4, invisible_s=30)
@@ -40,11 +40,11 @@ async def test_receive_ack_and_the_groups_progress(grpc_cluster: Grpc5Cluster, v
     assert {m.message_id for m in received} == sent
     assert all(m.delivery_attempt == 1 and not m.corrupted and m.tag == "TagA" for m in received)
     assert sorted(m.body for m in received) == [f"m{i}" for i in range(6)]
-    assert await lag(grpc_cluster, "v5_consumers", "v5_consume") == (0, 6)
+    assert await lag(shared_grpc_cluster, "v5_consumers", "v5_consume") == (0, 6)
 
     for message in received:
         consumer.ack(message)
-    assert await lag(grpc_cluster, "v5_consumers", "v5_consume") == (6, 6)
+    assert await lag(shared_grpc_cluster, "v5_consumers", "v5_consume") == (6, 6)
     started = time.monotonic()
     assert consumer.receive(max_messages=4, invisible_s=30) == []  # MESSAGE_NOT_FOUND after the long poll
     assert 0.8 < time.monotonic() - started < 5
@@ -54,11 +54,11 @@ async def test_receive_ack_and_the_groups_progress(grpc_cluster: Grpc5Cluster, v
 
 @pytest.mark.slow
 async def test_an_unacked_message_comes_back_and_its_old_handle_is_refused(
-    grpc_cluster: Grpc5Cluster, v5: V5Client
+    shared_grpc_cluster: Grpc5Cluster, v5: V5Client
 ) -> None:
-    producer = v5.producer(grpc_cluster.endpoint, topics=["v5_again"])
+    producer = v5.producer(shared_grpc_cluster.endpoint, topics=["v5_again"])
     producer.send(V5Message("v5_again", "again"))
-    consumer = v5.simple_consumer(grpc_cluster.endpoint, "v5_again_group", {"v5_again": "*"}, await_s=3)
+    consumer = v5.simple_consumer(shared_grpc_cluster.endpoint, "v5_again_group", {"v5_again": "*"}, await_s=3)
     [first] = consumer.receive(invisible_s=1)
     [second] = consumer.receive(invisible_s=1)  # the long poll wakes when the invisible time passes
     assert (second.body, second.delivery_attempt) == ("again", 2)
@@ -72,27 +72,29 @@ async def test_an_unacked_message_comes_back_and_its_old_handle_is_refused(
     consumer.change_invisible(fourth, 20)
     assert consumer.receive(invisible_s=10) == []  # invisible for 20 s now
     consumer.ack(fourth)  # with the handle ChangeInvisibleDuration answered
-    assert await lag(grpc_cluster, "v5_again_group", "v5_again") == (1, 1)
+    assert await lag(shared_grpc_cluster, "v5_again_group", "v5_again") == (1, 1)
     consumer.shutdown()
     producer.shutdown()
 
 
-async def test_the_last_attempt_goes_to_the_dead_letter_topic(grpc_cluster: Grpc5Cluster, v5: V5Client) -> None:
+async def test_the_last_attempt_goes_to_the_dead_letter_topic(shared_grpc_cluster: Grpc5Cluster, v5: V5Client) -> None:
     await admin.create_subscription_group(
-        grpc_cluster.remoting, grpc_cluster.broker.address, "v5_dlq", retry_max_times=1
+        shared_grpc_cluster.remoting, shared_grpc_cluster.broker.address, "v5_dlq", retry_max_times=1
     )
-    producer = v5.producer(grpc_cluster.endpoint, topics=["v5_poison"])
+    producer = v5.producer(shared_grpc_cluster.endpoint, topics=["v5_poison"])
     receipt = producer.send(V5Message("v5_poison", "poison", keys=["bad"]))
-    consumer = v5.simple_consumer(grpc_cluster.endpoint, "v5_dlq", {"v5_poison": "*"}, await_s=3)
+    consumer = v5.simple_consumer(shared_grpc_cluster.endpoint, "v5_dlq", {"v5_poison": "*"}, await_s=3)
     attempts = [m.delivery_attempt for _ in range(2) for m in consumer.receive(invisible_s=1)]
     assert attempts == [1, 2]  # retryMaxTimes 1: two attempts
     assert consumer.receive(invisible_s=1) == []
-    [dead] = await grpc_cluster.pull_queue(dlq_topic("v5_dlq"), 0)
+    [dead] = await shared_grpc_cluster.pull_queue(dlq_topic("v5_dlq"), 0)
     assert (dead.body, dead.keys, dead.msg_id) == (b"poison", "bad", receipt.message_id)
     assert dead.properties["RETRY_TOPIC"] == "v5_poison"
-    assert await lag(grpc_cluster, "v5_dlq", "v5_poison") == (1, 1)
+    assert await lag(shared_grpc_cluster, "v5_dlq", "v5_poison") == (1, 1)
 
-    dead_letters = v5.simple_consumer(grpc_cluster.endpoint, "v5_dlq_reader", {dlq_topic("v5_dlq"): "*"}, await_s=1)
+    dead_letters = v5.simple_consumer(
+        shared_grpc_cluster.endpoint, "v5_dlq_reader", {dlq_topic("v5_dlq"): "*"}, await_s=1
+    )
     [again] = dead_letters.receive(invisible_s=10)  # a dead-letter topic is a topic 5.x consumers may read
     assert again.message_id == receipt.message_id
     dead_letters.shutdown()
@@ -100,13 +102,13 @@ async def test_the_last_attempt_goes_to_the_dead_letter_topic(grpc_cluster: Grpc
     producer.shutdown()
 
 
-async def test_fifo_message_groups_and_tag_filters(grpc_cluster: Grpc5Cluster, v5: V5Client) -> None:
-    producer = v5.producer(grpc_cluster.endpoint, topics=["v5_orders"])
+async def test_fifo_message_groups_and_tag_filters(shared_grpc_cluster: Grpc5Cluster, v5: V5Client) -> None:
+    producer = v5.producer(shared_grpc_cluster.endpoint, topics=["v5_orders"])
     for i in range(3):
         for group in ("g1", "g2"):
             producer.send(V5Message("v5_orders", f"{group}-{i}", tag="order", message_group=group))
     producer.send(V5Message("v5_orders", "ignored", tag="audit"))
-    consumer = v5.simple_consumer(grpc_cluster.endpoint, "v5_fifo_group", {"v5_orders": "order"}, await_s=1)
+    consumer = v5.simple_consumer(shared_grpc_cluster.endpoint, "v5_fifo_group", {"v5_orders": "order"}, await_s=1)
     seen: dict[str, list[str]] = {"g1": [], "g2": []}
     for round_ in range(3):
         batch = consumer.receive(max_messages=16, invisible_s=30)
@@ -118,9 +120,9 @@ async def test_fifo_message_groups_and_tag_filters(grpc_cluster: Grpc5Cluster, v
             consumer.ack(message)
     assert seen == {"g1": ["g1-0", "g1-1", "g1-2"], "g2": ["g2-0", "g2-1", "g2-2"]}
     assert consumer.receive(max_messages=16, invisible_s=30) == []  # "audit" is filtered out
-    assert await lag(grpc_cluster, "v5_fifo_group", "v5_orders") == (7, 7)  # and counted as consumed
+    assert await lag(shared_grpc_cluster, "v5_fifo_group", "v5_orders") == (7, 7)  # and counted as consumed
 
-    audit = v5.simple_consumer(grpc_cluster.endpoint, "v5_audit", {"v5_orders": "audit || other"}, await_s=1)
+    audit = v5.simple_consumer(shared_grpc_cluster.endpoint, "v5_audit", {"v5_orders": "audit || other"}, await_s=1)
     assert [m.body for m in audit.receive(max_messages=16, invisible_s=30)] == ["ignored"]
     audit.shutdown()
     consumer.shutdown()
