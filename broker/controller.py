@@ -15,6 +15,7 @@ from broker.acl.guard import GuardedProcessorTable
 from broker.acl.watcher import POLL_INTERVAL_S, AclFileWatcher, accounts_file
 from broker.config import BrokerConfig
 from broker.flavor import Flavor, flavored
+from broker.grpc.auth import GrpcAuthorizer
 from broker.grpc.consuming import ConsumingService
 from broker.grpc.server import GrpcServer
 from broker.managers.consumer_manager import ConsumerGroupInfo, ConsumerManager
@@ -179,7 +180,8 @@ class BrokerController:
             processor.register(self.processors)
         self.server.add_close_listener(self._connection_closed)
         if self.config.grpc_server_port:
-            self.grpc = GrpcServer(self, send_processor, ConsumingService(self))
+            authorizer = GrpcAuthorizer(self.acl.validator) if self.acl is not None else None
+            self.grpc = GrpcServer(self, send_processor, ConsumingService(self), authorizer)
             await self.grpc.start()
         await self.server.start_serving()
         self.registration = NamesrvRegistration(self.config, self.address, self.client, self.topics.wrapper)
