@@ -28,6 +28,7 @@ from broker.grpc.consuming import ConsumingService
 from broker.grpc.routes import Routes, endpoints
 from broker.grpc.sending import Sending, SendingContext
 from broker.grpc.servicer import MessagingServicer
+from broker.grpc.tls import GrpcListener, GrpcTls
 from broker.grpc.transactions import Transactions
 from broker.grpc.v2 import service_pb2_grpc
 from broker.processors.send import SendMessageProcessor
@@ -53,17 +54,6 @@ class GrpcContext(
     """What the 5.x endpoint reads of the broker."""
 
 
-def add_port(server: grpc.aio.Server, address: str) -> int:
-    """Listen on `address` ("host:port"); the port bound. OSError naming the fix when it cannot."""
-    try:
-        return server.add_insecure_port(address)
-    except RuntimeError as exc:
-        raise OSError(
-            f"the gRPC (RocketMQ 5.x) endpoint cannot listen on {address} ({exc}): set grpcServerPort "
-            "(rocketspark dev: --grpc-port) to a free port, or to 0 to turn the endpoint off"
-        ) from None
-
-
 class GrpcServer:
     def __init__(
         self,
@@ -78,6 +68,7 @@ class GrpcServer:
         self.clients = GrpcClients(broker.producers, broker.consumers, self.transactions.recover_command)
         self.routes = Routes(broker, endpoints(config.broker_ip1, config.grpc_server_port))
         self.consuming = consuming
+        self.listener = GrpcListener(GrpcTls.of(config))
         servicer = MessagingServicer(
             broker,
             self.clients,
@@ -86,6 +77,7 @@ class GrpcServer:
             self.transactions,
             consuming,
             authorizer,
+            self.listener.peer,
         )
         self._server = grpc.aio.server(
             options=[
@@ -104,13 +96,16 @@ class GrpcServer:
 
     async def start(self) -> None:
         config = self._broker.config
-        self.port = add_port(self._server, f"{config.listen_host}:{config.grpc_server_port}")
+        self.port = self.listener.add_port(self._server, f"{config.listen_host}:{config.grpc_server_port}")
         self.routes.advertised = endpoints(config.broker_ip1, self.port)
         await self.consuming.start()
         await self._server.start()
-        log.info("gRPC (RocketMQ 5.x) endpoint serving at %s", self.address)
+        await self.listener.start()
+        log.info("gRPC (RocketMQ 5.x) endpoint serving at %s (TLS %s)", self.address, self.listener.tls.mode.value)
 
     async def stop(self) -> None:
         self.clients.end_streams()
+        await self.listener.stop_accepting()
         await self._server.stop(STOP_GRACE_S)
+        self.listener.close()
         await self.consuming.stop()

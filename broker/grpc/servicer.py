@@ -60,7 +60,10 @@ class MessagingServicer:
         transactions: Transactions,
         consuming: ConsumingService,
         authorizer: Authorizer | None,
+        peers: Callable[[str], str] = peer_address,
     ) -> None:
+        """`peers`: the client's "ip:port" for gRPC's peer string (broker/grpc/tls.py's, when it hands
+        connections over)."""
         self._broker = broker
         self._clients = clients
         self._routes = routes
@@ -68,6 +71,7 @@ class MessagingServicer:
         self._transactions = transactions
         self._consuming = consuming
         self._authorizer = authorizer
+        self._peer = peers
 
     # -- calls ----------------------------------------------------------------------------------
 
@@ -75,7 +79,7 @@ class MessagingServicer:
         metadata: Mapping[str, str] = {
             key: value for key, value in (context.invocation_metadata() or ()) if isinstance(value, str)
         }
-        peer = peer_address(context.peer())
+        peer = self._peer(context.peer())
         client_id = metadata.get(CLIENT_ID, "")
         if not client_id:
             raise StatusError(pb.CLIENT_ID_REQUIRED, f"the {rpc} call has no {CLIENT_ID} header (5.x clients send one)")
@@ -103,10 +107,10 @@ class MessagingServicer:
         try:
             return await handle(self._call(context, rpc, request))
         except (StatusError, RocketMQError) as exc:
-            _refusals.log(f"refused-{rpc}", "5.x %s from %s refused: %s", rpc, peer_address(context.peer()), exc)
+            _refusals.log(f"refused-{rpc}", "5.x %s from %s refused: %s", rpc, self._peer(context.peer()), exc)
             return answer(status=status_of(exc))
         except Exception:
-            log.exception("5.x %s from %s failed", rpc, escaped(context.peer()))
+            log.exception("5.x %s from %s failed", rpc, escaped(self._peer(context.peer())))
             return answer(
                 status=pb.Status(code=pb.INTERNAL_SERVER_ERROR, message=f"{rpc} failed in the broker: see its log")
             )
@@ -189,7 +193,7 @@ class MessagingServicer:
         except grpc.aio.AioRpcError:
             pass  # the client went away; the writer's side ends with the stream
         except Exception:
-            log.exception("5.x Telemetry stream of %s failed", escaped(context.peer()))
+            log.exception("5.x Telemetry stream of %s failed", escaped(self._peer(context.peer())))
         finally:
             outbox.put_nowait(None)
 
@@ -202,7 +206,7 @@ class MessagingServicer:
             call.session.settings = command.settings
             self._register(call, command.settings, None)
         except (StatusError, RocketMQError) as exc:
-            _refusals.log("refused-settings", "5.x settings from %s refused: %s", peer_address(context.peer()), exc)
+            _refusals.log("refused-settings", "5.x settings from %s refused: %s", self._peer(context.peer()), exc)
             return service.TelemetryCommand(status=status_of(exc))
         return service.TelemetryCommand(status=ok(), settings=answered)
 
@@ -247,9 +251,7 @@ class MessagingServicer:
             async for response in self._consuming.receive_message(request, call):
                 yield response
         except (StatusError, RocketMQError) as exc:
-            _refusals.log(
-                "refused-receive", "5.x ReceiveMessage from %s refused: %s", peer_address(context.peer()), exc
-            )
+            _refusals.log("refused-receive", "5.x ReceiveMessage from %s refused: %s", self._peer(context.peer()), exc)
             yield service.ReceiveMessageResponse(status=status_of(exc))
 
     async def AckMessage(

@@ -130,7 +130,7 @@ class Child:
             spec = args["checker"]
             self.checkers[handle] = Checker(spec.get("resolutions", {}), spec.get("default", "commit"))
             checker = self.checkers[handle].make()
-        producer = Producer(self._configuration(args), args.get("topics") or None, checker)
+        producer = Producer(self._configuration(args), args.get("topics") or None, checker, bool(args.get("tls")))
         producer.startup()
         self.clients[handle] = producer
         return handle
@@ -184,7 +184,11 @@ class Child:
         from rocketmq import SimpleConsumer
 
         consumer = SimpleConsumer(
-            self._configuration(args), args["group"], self._subscriptions(args), args.get("await_s", 5)
+            self._configuration(args),
+            args["group"],
+            self._subscriptions(args),
+            args.get("await_s", 5),
+            tls_enable=bool(args.get("tls")),
         )
         consumer.startup()
         handle = self._handle()
@@ -236,6 +240,7 @@ class Child:
             _Listener(),
             self._subscriptions(args),
             consumption_thread_count=int(args.get("threads", 4)),
+            tls_enable=bool(args.get("tls")),
         )
         consumer.startup()
         self.clients[handle] = consumer

@@ -89,7 +89,9 @@ def require_venv() -> None:
 class V5Client:
     """One child process running the 5.x client; see the module docstring."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, env: dict[str, str] | None = None) -> None:
+        """`env`: more environment for the child (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH: the CA file the
+        client's TLS trusts, for a `tls=True` client)."""
         require_venv()
         home.mkdir(parents=True, exist_ok=True)
         self.home = home
@@ -98,7 +100,7 @@ class V5Client:
         self._process = subprocess.Popen(
             [str(V5_PYTHON), "-I", str(CHILD)],  # isolated: no test module shadows the client's imports
             cwd=home,
-            env={**os.environ, "HOME": str(home), "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "HOME": str(home), "PYTHONUNBUFFERED": "1", **(env or {})},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -150,7 +152,8 @@ class V5Client:
     ) -> V5Producer:
         """A started producer; `checker`: `{"resolutions": {message key: "commit"|"rollback"}, "default": ...}`
         makes it a transactional producer whose checker answers the broker's checks so. `config`:
-        `access_key`, `secret_key`, `namespace`, `request_timeout_s`."""
+        `access_key`, `secret_key`, `namespace`, `request_timeout_s`, `tls` (connect with TLS; every
+        client's `config` takes it)."""
         handle = self.request("producer_start", endpoints=endpoints, topics=topics or [], checker=checker, **config)
         return V5Producer(self, handle)
 
