@@ -26,7 +26,7 @@ from broker.grpc.v2 import definition_pb2 as pb
 from broker.grpc.v2 import service_pb2 as service
 from broker.pop.core import PopContext, now_ms
 from broker.pop.errors import PopError
-from broker.pop.filtering import tag_filter
+from broker.pop.filtering import message_filter
 from broker.pop.receiving import Received, ReceiveRequest
 from broker.pop.service import PopService
 from rocketspark.errors import RocketMQError
@@ -102,7 +102,7 @@ class ConsumingService:
             topic,
             request.batch_size,
             duration_ms(request.invisible_duration) if request.HasField("invisible_duration") else 0,
-            filter=tag_filter(kind, expression.expression),
+            filter=message_filter(kind, expression.expression),
             long_polling_ms=duration_ms(request.long_polling_timeout)
             if request.HasField("long_polling_timeout")
             else polling,

@@ -12,7 +12,8 @@ Modules: `service` (PopService, the engine's interface: start, stop, receive, ac
 duration, forward to the dead-letter topic, renewal), `receiving` (what a receive gets), `core`
 (the state both share and the changes both make), `queue_state` (the in-flight window of one
 queue, pure), `handles` (receipt handles), `records` (journal records, snapshots, replay),
-`journal` (their files), `reading` (messages from the store), `filtering` (tag expressions),
+`journal` (their files), `reading` (messages from the store), `filtering` (TAG and SQL92
+expressions; `sql92` parses and evaluates the latter), `ranges` (sets of offsets as ranges),
 `waiters` (long polling), `settings` (broker.conf's bounds and times), `errors` (refusals, named
 like the 5.x status codes).
 """

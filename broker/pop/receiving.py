@@ -23,7 +23,7 @@ from broker.managers.subscription_group_manager import SubscriptionGroupConfig
 from broker.pop import records
 from broker.pop.core import PopCore
 from broker.pop.errors import PopError, Refusal
-from broker.pop.filtering import EVERYTHING, TagFilter
+from broker.pop.filtering import EVERYTHING, MessageFilter
 from broker.pop.handles import ReceiptHandle
 from broker.pop.queue_state import Delivery, QueueState, TopicState
 from broker.pop.reading import message_group
@@ -43,7 +43,7 @@ class ReceiveRequest:
     topic: str
     batch_size: int
     invisible_ms: int = 0  # ignored with auto_renew
-    filter: TagFilter = EVERYTHING
+    filter: MessageFilter = EVERYTHING
     long_polling_ms: int = 0
     auto_renew: bool = False  # a push consumer's receive: renewed while `client_id` stays in the group
     client_id: str = ""
@@ -226,7 +226,7 @@ class Receiving:
                     state.expect(queue_id, delivery)  # the next receive tries again
                     continue
                 self.core.finish(request.group, request.topic, queue_id, delivery.offset)
-            elif not request.filter.accepts(row["tags"]):
+            elif not request.filter.accepts(row):
                 self.core.finish(request.group, request.topic, queue_id, delivery.offset)
             else:
                 self._deliver(pop, queue_id, row, delivery.message_group, delivery.attempt + 1)
@@ -269,7 +269,7 @@ class Receiving:
     def _examined(self, pop: _Pop, queue_id: int, queue: QueueState, row: dict[str, Any]) -> None:
         """A new message of the queue (at or above its base, not seen before): finish, hold or deliver it."""
         offset = int(row["queue_offset"])
-        if not pop.request.filter.accepts(row["tags"]):
+        if not pop.request.filter.accepts(row):
             queue.finish(offset)
             return
         group = message_group(row)

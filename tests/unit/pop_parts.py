@@ -16,7 +16,7 @@ from broker.managers.consumer_manager import ConsumerManager
 from broker.managers.consumer_offset_manager import ConsumerOffsetManager
 from broker.managers.subscription_group_manager import SubscriptionGroupManager
 from broker.managers.topic_config_manager import TopicConfigManager
-from broker.pop.filtering import EVERYTHING, TagFilter
+from broker.pop.filtering import EVERYTHING, MessageFilter
 from broker.pop.receiving import Received, ReceiveRequest
 from broker.pop.service import PopService
 from broker.store.config import StoreConfig
@@ -67,9 +67,10 @@ async def send(
     tags: str | None = None,
     message_group: str | None = None,
     topic: str = TOPIC,
+    properties: dict[str, str] | None = None,
 ) -> int:
-    """Store one message; its queue offset."""
-    properties = {props.UNIQ_KEY: f"ID-{body.decode()}"}
+    """Store one message (`properties`: user properties); its queue offset."""
+    properties = {**(properties or {}), props.UNIQ_KEY: f"ID-{body.decode()}"}
     if tags is not None:
         properties[props.TAGS] = tags
     if message_group is not None:
@@ -92,7 +93,7 @@ async def receive(
     *,
     invisible_ms: int = 10_000,
     group: str = GROUP,
-    filter: TagFilter = EVERYTHING,
+    filter: MessageFilter = EVERYTHING,
     long_polling_ms: int = 0,
     **options: object,
 ) -> list[Received]:

@@ -21,7 +21,7 @@ from broker.managers.client_channel import ClientChannelInfo
 from broker.managers.subscription_group_manager import SubscriptionGroupConfig
 from broker.pop.core import PopContext, now_ms
 from broker.pop.errors import PopError, Refusal
-from broker.pop.filtering import tag_filter
+from broker.pop.filtering import message_filter
 from broker.pop.handles import ReceiptHandle
 from broker.pop.receiving import ReceiveRequest
 from broker.pop.service import PopService
@@ -218,18 +218,21 @@ async def test_a_tag_filter_delivers_its_tags_and_the_offset_passes_the_others(
 ) -> None:
     for i, tags in enumerate(("TagA", "TagB", None, "TagA", "TagC")):
         await send(parts, f"m{i}".encode(), tags=tags)
-    received = await receive(pop, filter=tag_filter("TAG", "TagA || TagC"))
+    received = await receive(pop, filter=message_filter("TAG", "TagA || TagC"))
     assert bodies(received) == [b"m0", b"m3", b"m4"]
     for r in received:
         await pop.ack(GROUP, TOPIC, r.receipt_handle)
     assert offsets(parts)[0] == 5
 
 
-def test_sql92_filters_are_refused_clearly() -> None:
-    with pytest.raises(PopError) as caught:
-        tag_filter("SQL92", "a > 1")
-    assert caught.value.refusal is Refusal.NOT_IMPLEMENTED
-    assert "TAG" in str(caught.value)
+async def test_an_sql92_filter_delivers_what_its_properties_match(parts: BrokerParts, pop: PopService) -> None:
+    for i, region in enumerate(("eu", "us", None, "eu")):
+        await send(parts, f"m{i}".encode(), properties={"region": region} if region else {})
+    received = await receive(pop, filter=message_filter("SQL92", "region = 'eu' OR region IS NULL"))
+    assert bodies(received) == [b"m0", b"m2", b"m3"]
+    for r in received:
+        await pop.ack(GROUP, TOPIC, r.receipt_handle)
+    assert offsets(parts)[0] == 4  # m1 counts as consumed
 
 
 async def test_a_long_poll_wakes_when_a_message_arrives(parts: BrokerParts, pop: PopService) -> None:

@@ -19,6 +19,8 @@ import traceback
 from typing import Any
 
 JsonDict = dict[str, Any]
+#: a subscription's expression with this prefix is an SQL92 one
+SQL92_PREFIX = "SQL92:"
 
 
 def _message_json(message: Any, handle: int | None = None) -> JsonDict:
@@ -114,9 +116,17 @@ class Child:
 
     @staticmethod
     def _subscriptions(args: JsonDict) -> dict[str, Any]:
+        """{topic: tag expression, or "SQL92:" and an SQL92 expression}."""
         from rocketmq import FilterExpression
+        from rocketmq.grpc_protocol import FilterType
 
-        return {topic: FilterExpression(expression) for topic, expression in args["subscriptions"].items()}
+        subscriptions = {}
+        for topic, expression in args["subscriptions"].items():
+            if expression.startswith(SQL92_PREFIX):
+                subscriptions[topic] = FilterExpression(expression[len(SQL92_PREFIX) :], FilterType.SQL)
+            else:
+                subscriptions[topic] = FilterExpression(expression)
+        return subscriptions
 
     # -- producers ---------------------------------------------------------------------------
 

@@ -119,8 +119,8 @@ async def test_a_receive_stream_and_the_acks(shared_grpc_cluster: Grpc5Cluster, 
     assert dead.body == b"w2"
 
     # refused receives still end with a delivery_timestamp (the Python push consumer needs it)
-    sql = receive_request("wire_pop", "wire_poppers", filter_type=pb.SQL, expression="a > 1")
-    assert await received(stub, sql) == ["NOT_IMPLEMENTED", "delivery_timestamp"]
+    sql = receive_request("wire_pop", "wire_poppers", filter_type=pb.SQL, expression="a >")
+    assert await received(stub, sql) == ["ILLEGAL_FILTER_EXPRESSION", "delivery_timestamp"]
     too_short = receive_request("wire_pop", "wire_poppers", invisible_s=0)
     assert await received(stub, too_short) == ["ILLEGAL_INVISIBLE_TIME", "delivery_timestamp"]
     unknown = receive_request("wire_nowhere", "wire_poppers")

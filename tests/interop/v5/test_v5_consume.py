@@ -3,7 +3,7 @@
 Receive and ack, with the group's progress in the 4.x consumer offsets (GET_CONSUME_STATS, what
 `rocketspark group progress` shows); redelivery after the invisible time with a growing delivery
 attempt, the refusal of a stale handle; ChangeInvisibleDuration; max attempts to %DLQ%<group>;
-FIFO message groups one message at a time; tag filters; an empty long poll. Invisible times are
+FIFO message groups one message at a time; tag and SQL92 filters; an empty long poll. Invisible times are
 the client's whole seconds, so the redelivery scenarios take a few seconds each.
 """
 
@@ -125,5 +125,15 @@ async def test_fifo_message_groups_and_tag_filters(shared_grpc_cluster: Grpc5Clu
     audit = v5.simple_consumer(shared_grpc_cluster.endpoint, "v5_audit", {"v5_orders": "audit || other"}, await_s=1)
     assert [m.body for m in audit.receive(max_messages=16, invisible_s=30)] == ["ignored"]
     audit.shutdown()
+    sql = "SQL92:TAGS = 'order' AND (__SHARDINGKEY = 'g2' OR __SHARDINGKEY IS NULL)"
+    selective = v5.simple_consumer(shared_grpc_cluster.endpoint, "v5_sql", {"v5_orders": sql}, await_s=1)
+    bodies = []
+    for _ in range(3):
+        batch = selective.receive(max_messages=16, invisible_s=30)
+        bodies += [m.body for m in batch]
+        for message in batch:
+            selective.ack(message)
+    assert bodies == ["g2-0", "g2-1", "g2-2"]  # SQL92 over the properties: message group g2 only
+    selective.shutdown()
     consumer.shutdown()
     producer.shutdown()
