@@ -28,7 +28,8 @@ class PopService:
     def __init__(self, broker: PopContext, *, clock: Callable[[], int] = now_ms) -> None:
         self.core = PopCore(broker, clock)
         self._receiving = Receiving(self.core)
-        self._loaded_at = 0
+        # (group, client id) -> when the client was first seen out of its group, while it has messages renewed
+        self._absent: dict[tuple[str, str], int] = {}
         self._services = [PeriodicService("pop-renew", RENEW_INTERVAL_S, self.renew)]
         store_config = broker.store_config
         if store_config.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
@@ -48,7 +49,6 @@ class PopService:
         """Load the state the store directory holds and mirror it into the consumer offsets."""
         core = self.core
         core.tables = await core.journal.load()
-        self._loaded_at = core.clock()
         for (group, topic), state in core.tables.topics.items():
             for queue_id, queue in state.queues.items():
                 for delivery in queue.in_flight.values():
@@ -124,6 +124,7 @@ class PopService:
         those of clients that left."""
         now, settings = self.core.clock(), self.core.settings
         members: dict[str, set[str]] = {}
+        absent_before, self._absent = self._absent, {}
         for key in list(self.core.renewing):
             group, topic, queue_id, offset = key
             state = self.core.tables.topics.get((group, topic))
@@ -135,8 +136,12 @@ class PopService:
             if group not in members:
                 info = self.core.broker.consumers.groups.get(group)
                 members[group] = set(info.client_ids()) if info is not None else set()
-            since = max(delivery.renew_deadline - settings.renew_max_ms, self._loaded_at)
-            if delivery.renew_client not in members[group] and now - since > CLIENT_GONE_GRACE_MS:
+            gone = False
+            if delivery.renew_client not in members[group]:  # gone once out of the group for the grace time
+                client = (group, delivery.renew_client)
+                since = self._absent[client] = absent_before.get(client, now)
+                gone = now - since > CLIENT_GONE_GRACE_MS
+            if gone:
                 delivery.renew_client = None
                 delivery.invisible_until = min(delivery.invisible_until, now + settings.clear_ms)
             elif now >= delivery.renew_deadline:
