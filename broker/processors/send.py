@@ -58,6 +58,9 @@ from rocketspark.remoting.processor import ProcessorTable
 
 log = logging.getLogger(__name__)
 
+#: what the keys of timer messages' properties start with (TIMER_DELIVER_MS, TIMER_DELAY_SEC, ...)
+_TIMER_KEYS = "TIMER_"
+
 
 class SendContext(
     HasConfig,
@@ -238,8 +241,8 @@ class SendMessageProcessor:
             if exhausted(config, header.reconsume_times or 0, header.max_reconsume_times):
                 topic, queue_id = dead_letter_queue(self.broker, group)
                 return topic, queue_id, [m.with_properties({props.DELAY_TIME_LEVEL: None}) for m in messages]
-        if len(messages) == 1:
-            properties = props.decode_properties(encoded)
+        if len(messages) == 1 and (props.DELAY_TIME_LEVEL in encoded or _TIMER_KEYS in encoded):
+            properties = props.decode_properties(encoded)  # only for the few sends that may wait
             placed = self.broker.parking.destination(topic, queue_id, messages[0], properties)
             return placed.topic, placed.queue_id, [placed.message]
         return topic, queue_id, messages

@@ -203,7 +203,9 @@ class AsyncProducer(AsyncClient):
         validate_body(message.body, self.max_message_size)
         reserved = props.SYSTEM_KEYS & message.properties.keys()
         if reserved:
-            raise ValidationError(f"user properties may not use the system keys {sorted(reserved)}")
+            timed = reserved & {props.TIMER_DELIVER_MS, props.TIMER_DELAY_SEC, props.TIMER_DELAY_MS}
+            hint = " (a delivery time is Message(..., deliver_time_ms=...))" if timed else ""
+            raise ValidationError(f"user properties may not use the system keys {sorted(reserved)}{hint}")
         if message.delay_level < 0:
             raise ValidationError(f"the delay level must be 0 (none) or positive, got {message.delay_level}")
         if message.delay_level and message.deliver_time_ms is not None:
