@@ -32,6 +32,8 @@ from rocketspark.remoting.throttled_log import escaped
 
 log = logging.getLogger(__name__)
 
+#: a 4.x subscription's expression type of SQL92 filters
+SQL92 = "SQL92"
 #: MQVersion.V5_0_0's ordinal: the version the managers show for a 5.x client
 V5_VERSION = 413
 #: x-mq-language values whose LanguageCode is spelt differently
@@ -218,14 +220,19 @@ class GrpcClients:
 
 
 def subscriptions(settings: pb.Settings | None) -> list[SubscriptionData]:
-    """The 4.x subscriptions of a consumer's settings (tag expressions; ILLEGAL_FILTER_EXPRESSION for others)."""
+    """The 4.x subscriptions of a consumer's settings: tag expressions as a 4.x heartbeat carries them
+    (ILLEGAL_FILTER_EXPRESSION for a malformed one), SQL92 expressions as their text (the pop engine
+    evaluates them; the managers only show them)."""
     if settings is None or not settings.HasField("subscription"):
         return []
     result = []
     for entry in settings.subscription.subscriptions:
-        kind = "SQL92" if entry.expression.type == pb.SQL else "TAG"
+        topic = qualified(entry.topic)
+        if entry.expression.type == pb.SQL:
+            result.append(SubscriptionData(topic, sub_string=entry.expression.expression, expression_type=SQL92))
+            continue
         try:
-            result.append(build_subscription(qualified(entry.topic), entry.expression.expression or "*", kind))
+            result.append(build_subscription(topic, entry.expression.expression or "*"))
         except ValidationError as exc:
             raise StatusError(pb.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
     return result

@@ -104,6 +104,16 @@ async def test_settings_answered_for_producers_and_consumers(
         what="wire_group's members",
     )
     assert members == [CLIENT_ID]
+    sql = pb.Subscription(
+        group=pb.Resource(name="wire_sql_group"),
+        subscriptions=[
+            pb.SubscriptionEntry(
+                topic=pb.Resource(name="wire_topic"), expression=pb.FilterExpression(type=pb.SQL, expression="a > 1")
+            )
+        ],
+    )
+    sql_consumer = await settings_answer(stub, pb.Settings(client_type=pb.SIMPLE_CONSUMER, subscription=sql))
+    assert sql_consumer.status.code == pb.OK  # registered with its SQL92 subscription, as a tag one
 
 
 async def test_refusals_are_statuses(grpc_cluster: Grpc5Cluster, stub: MessagingServiceStub) -> None:
