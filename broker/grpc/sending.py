@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Awaitable
 from typing import Protocol
 
 from broker.context import HasConfig, HasStoreConfig, HasTopics
+from broker.flavor import Flavor
 from broker.grpc.call import Call
 from broker.grpc.clients import GrpcClients
 from broker.grpc.messages import Outgoing, outgoing
@@ -81,6 +83,7 @@ class Sending:
         try:
             topic = call.topic(message.topic)
             mapped = outgoing(message, topic, self._broker.store_config.max_message_size)
+            self._check_delivery_time(mapped)
             config = self._routes.topic_config(topic)
             group = mapped.properties.get(props.SHARDING_KEY)
             if group:
@@ -104,6 +107,20 @@ class Sending:
             return mapped, self._processor.store(header, queue_id, raw, batch=False, born_host=call.peer)
         except (StatusError, RocketMQError) as exc:
             return exc
+
+    def _check_delivery_time(self, mapped: Outgoing) -> None:
+        """A delivery time further ahead than timerMaxDelaySec is ILLEGAL_DELIVERY_TIME, as Apache's proxy
+        answers (the shared send path would refuse it as MESSAGE_ILLEGAL, BAD_REQUEST to a 5.x client)."""
+        due = mapped.properties.get(props.TIMER_DELIVER_MS)
+        if due is None or self._broker.config.flavor is Flavor.apache:  # Apache 4.9 has no timers
+            return
+        limit_s = self._broker.store_config.timer_max_delay_sec
+        if int(due) - time.time() * 1000 > limit_s * 1000:
+            raise StatusError(
+                pb.ILLEGAL_DELIVERY_TIME,
+                f"the delivery time is more than {limit_s} s ahead (timerMaxDelaySec): deliver it sooner, or raise "
+                "timerMaxDelaySec",
+            )
 
     async def _entry(self, message: pb.Message, stored: _Queued) -> service.SendResultEntry:
         message_id = message.system_properties.message_id

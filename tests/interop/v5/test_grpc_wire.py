@@ -10,12 +10,14 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 import pytest
 
+from broker.grpc.messages import timestamp
 from broker.grpc.v2 import definition_pb2 as pb
 from broker.grpc.v2 import service_pb2 as service
 from broker.grpc.v2.service_pb2_grpc import MessagingServiceStub
@@ -155,6 +157,16 @@ async def test_refusals_are_statuses(grpc_cluster: Grpc5Cluster, stub: Messaging
         service.SendMessageRequest(messages=[fifo_without_group]), metadata=headers(), timeout=10
     )
     assert conflict.status.code == pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    too_far = pb.Message(
+        topic=pb.Resource(name="wire_topic"),
+        body=b"x",
+        system_properties=pb.SystemProperties(
+            message_id="m5", message_type=pb.DELAY, delivery_timestamp=timestamp(int(time.time() * 1000) + 10**10)
+        ),
+    )
+    late = await stub.SendMessage(service.SendMessageRequest(messages=[too_far]), metadata=headers(), timeout=10)
+    assert late.status.code == pb.ILLEGAL_DELIVERY_TIME
+    assert "timerMaxDelaySec" in late.status.message
     not_served = await stub.GetOffset(service.GetOffsetRequest(), metadata=headers(), timeout=10)
     assert not_served.status.code == pb.NOT_IMPLEMENTED
     end = await stub.EndTransaction(
