@@ -30,6 +30,12 @@ from tests.waiting import eventually
 CLIENT_ID = "wire-test@1"
 
 
+@pytest.fixture
+def grpc_cluster(shared_grpc_cluster: Grpc5Cluster) -> Grpc5Cluster:
+    """One broker for the module's tests (each uses topics and groups of its own)."""
+    return shared_grpc_cluster
+
+
 def headers(client_id: str = CLIENT_ID) -> list[tuple[str, str]]:
     return [("x-mq-client-id", client_id), ("x-mq-language", "PYTHON"), ("x-mq-protocol", "GRPC_V2")]
 

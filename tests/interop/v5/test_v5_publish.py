@@ -26,6 +26,12 @@ from tests.waiting import eventually
 pytestmark = pytest.mark.interop
 
 
+@pytest.fixture
+def grpc_cluster(shared_grpc_cluster: Grpc5Cluster) -> Grpc5Cluster:
+    """One broker for the module's tests (each uses topics and groups of its own)."""
+    return shared_grpc_cluster
+
+
 async def test_sent_messages_are_4x_messages(grpc_cluster: Grpc5Cluster, v5: V5Client) -> None:
     producer = v5.producer(grpc_cluster.endpoint, topics=["v5_normal"])
     receipts = [
