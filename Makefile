@@ -8,7 +8,15 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test test-quick lint clean browser
+# the official RocketMQ 5.x Python client, for tests/interop/v5/: a venv of its own, since its top-level
+# package `rocketmq` is not the one of rocketmq==0.4.4 in $(VENV)
+V5_VENV ?= .venv-rmq5
+V5_CLIENT ?= rocketmq-python-client==5.1.2
+# the official 5.x Node.js client, for tests/interop/v5/test_v5_nodejs.py
+NODE5_DIR ?= .node-rmq5
+NODE5_CLIENT ?= rocketmq-client-nodejs@1.0.8
+
+.PHONY: demo test test-quick lint clean browser protos
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,14 +35,28 @@ browser:
 	else sudo -n sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver' \
 		|| echo "warning: install chromium and chromium-driver (apt) for tests/dashboard"; fi
 
+$(V5_VENV)/.installed:
+	test -x $(V5_VENV)/bin/python || $(PYTHON) -m venv $(V5_VENV)
+	$(V5_VENV)/bin/python -m pip install --quiet '$(V5_CLIENT)'
+	touch $@
+
+$(NODE5_DIR)/.installed:
+	npm install --silent --no-audit --no-fund --prefix $(NODE5_DIR) '$(NODE5_CLIENT)'
+	touch $@
+
+# the generated code of broker/grpc/v2/*.proto (committed; run after editing a .proto)
+protos: $(VENV)/.installed
+	$(PY) -m grpc_tools.protoc -I . --python_out=. --pyi_out=. broker/grpc/v2/definition.proto
+	$(PY) -m grpc_tools.protoc -I . --python_out=. --pyi_out=. --grpc_python_out=. broker/grpc/v2/service.proto
+
 demo: $(VENV)/.installed
 	$(PY) -m jobs.main
 
 # two xdist workers: the Spark tests in one (one SparkSession), the rest beside them (tests/conftest.py)
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(V5_VENV)/.installed $(NODE5_DIR)/.installed
 	$(PY) -m pytest -n 2 --dist loadgroup
 
-test-quick: $(VENV)/.installed
+test-quick: $(VENV)/.installed $(V5_VENV)/.installed $(NODE5_DIR)/.installed
 	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow"
 
 lint: $(VENV)/.installed
@@ -43,4 +65,4 @@ lint: $(VENV)/.installed
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(V5_VENV) $(NODE5_DIR) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

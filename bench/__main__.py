@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from bench import consume, ingest, latency, real_client, scale, soak, spark_sink, spark_source, vs_redis
+from bench import consume, grpc_clients, ingest, latency, real_client, scale, soak, spark_sink, spark_source, vs_redis
 from bench.environment import describe
 from rocketspark.serving import run_event_loop
 
@@ -18,6 +18,7 @@ SCENARIOS = {
     "spark-sink": (spark_sink.main, "df.write of 128-byte bodies vs a discarding Python writer and Arrow ingest"),
     "vs-redis": (vs_redis.main, "thin clients, one request in flight: the bundled broker against Redis Streams"),
     "real-client": (real_client.main, "the real client rocketmq==0.4.4: send_sync by 1 and 8 producers, PullConsumer"),
+    "grpc": (grpc_clients.main, "the official 5.x Python client over gRPC (sends, SimpleConsumer) vs the 4.x path"),
     "scale": (scale.main, "broker memory, key lookups, restarts and consume rates at a tenth of N and at N messages"),
     "soak": (soak.main, "every kind of traffic, retention, topic churn and a restart for --seconds (1800 on record)"),
 }
@@ -29,6 +30,7 @@ DEFAULT_MESSAGES = {
     "spark-sink": 2_000_000,
     "vs-redis": 200_000,
     "real-client": 200_000,
+    "grpc": 200_000,
     "scale": 10_000_000,
     "soak": 0,  # runs for --seconds
 }

@@ -38,6 +38,8 @@ class BrokerConfig:
     broker_ip1: str = field(default="127.0.0.1", metadata=wire("brokerIP1"))  # the address published
     bind_address: str | None = None  # the address listened on (Apache 5's name); None: brokerIP1
     listen_port: int = DEFAULT_PORT
+    # the RocketMQ 5.x gRPC endpoint (broker/grpc/, Apache's proxy key); 0: off
+    grpc_server_port: int = 0
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8  # queues of TBW102, the template of auto-created topics
@@ -88,10 +90,22 @@ class BrokerConfig:
     transaction_time_out: int = 6_000
     transaction_check_interval: int = 60_000
     transaction_check_max: int = 15
+    # 5.x pop consumption (broker/pop/), Apache's proxy keys: the invisible durations a receive may ask
+    # (Apache's least is 10 s; short ones keep local tests and demos quick), the longest long poll,
+    # and how push consumers' messages are renewed while their client lives, and released once it left
+    min_invisible_time_mills_for_recv: int = 1_000
+    max_invisible_time_mills: int = 12 * 3_600_000
+    grpc_client_consumer_max_long_polling_timeout_millis: int = 20_000
+    renew_slice_time_millis: int = 60_000
+    renew_ahead_time_millis: int = 10_000
+    renew_max_time_millis: int = 3 * 3_600_000
+    invisible_time_millis_when_clear: int = 1_000
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort must be within 0..65535, got {self.listen_port}")
+        if not 0 <= self.grpc_server_port <= 65535:
+            raise ConfigError(f"grpcServerPort must be within 1..65535, or 0 (off), got {self.grpc_server_port}")
         if self.broker_role is BrokerRole.SLAVE or self.broker_id != 0:
             raise ConfigError("this broker runs as a master only (brokerId=0, brokerRole ASYNC_MASTER or SYNC_MASTER)")
         if not self.broker_name or not self.broker_cluster_name:
@@ -115,7 +129,18 @@ class BrokerConfig:
             "transaction_time_out",
             "transaction_check_interval",
             "transaction_check_max",
+            "min_invisible_time_mills_for_recv",
+            "max_invisible_time_mills",
+            "grpc_client_consumer_max_long_polling_timeout_millis",
+            "renew_slice_time_millis",
+            "renew_max_time_millis",
+            "invisible_time_millis_when_clear",
         )
+        if not 0 < self.renew_ahead_time_millis < self.renew_slice_time_millis:
+            raise ConfigError(
+                f"renewAheadTimeMillis must be positive and less than renewSliceTimeMillis "
+                f"({self.renew_slice_time_millis}), got {self.renew_ahead_time_millis}"
+            )
         check_frame_max_length(self.frame_max_length, "frameMaxLength")
         self.server_tls().check_frame_length(self.frame_max_length)
 

@@ -19,6 +19,7 @@ from broker.managers.subscription_group_manager import SubscriptionGroupManager
 from broker.managers.topic_config_manager import TopicConfigManager
 from broker.pull_request_hold_service import PullRequestHoldService
 from broker.schedule.delay_levels import DelayLevels
+from broker.schedule.parking import Parking
 from broker.stats import BrokerStats
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
@@ -91,6 +92,13 @@ class HasDelayLevels(Protocol):
     @property
     def delay_levels(self) -> DelayLevels:
         """The delays of the levels (messageDelayLevel), for delayed messages and retries."""
+        ...
+
+
+class HasParking(Protocol):
+    @property
+    def parking(self) -> Parking:
+        """Where a sent message waits until due: delay levels and timer messages (broker/schedule/parking.py)."""
         ...
 
 

@@ -15,6 +15,9 @@ from broker.acl.guard import GuardedProcessorTable
 from broker.acl.watcher import POLL_INTERVAL_S, AclFileWatcher, accounts_file
 from broker.config import BrokerConfig
 from broker.flavor import Flavor, flavored
+from broker.grpc.auth import GrpcAuthorizer
+from broker.grpc.consuming import ConsumingService
+from broker.grpc.server import GrpcServer
 from broker.managers.consumer_manager import ConsumerGroupInfo, ConsumerManager
 from broker.managers.consumer_offset_manager import ConsumerOffsetManager
 from broker.managers.producer_manager import ProducerManager
@@ -37,7 +40,9 @@ from broker.processors.send_back import SendBackProcessor
 from broker.pull_request_hold_service import PullRequestHoldService
 from broker.registration import NamesrvRegistration
 from broker.schedule.delay_levels import DelayLevels
+from broker.schedule.parking import Parking
 from broker.schedule.service import ScheduleMessageService
+from broker.schedule.timer_service import TimerMessageService
 from broker.stats import BrokerStats
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
@@ -93,9 +98,12 @@ class BrokerController:
                 "consumerOffset.json",
                 "delayOffset.json",
                 "transaction.json",
+                "timerProgress.json",
             )
         ]
-        topics_writer, groups_writer, offsets_writer, delay_writer, transaction_writer = self._config_writers
+        topics_writer, groups_writer, offsets_writer, delay_writer, transaction_writer, timer_writer = (
+            self._config_writers
+        )
         self.topics = TopicConfigManager(config, topics_writer, self._topics_changed)
         self.subscription_groups = SubscriptionGroupManager(groups_writer, config.auto_create_subscription_group)
         self.consumer_offsets = ConsumerOffsetManager(offsets_writer)
@@ -107,6 +115,15 @@ class BrokerController:
         self.store = MessageStore(store_config, self.address)
         self.delay_levels = DelayLevels(store_config.delay_levels_ms())
         self.schedule = ScheduleMessageService(self.store, self.delay_levels, delay_writer)
+        # flavor=apache: Apache 4.9 has no timer messages (broker/schedule/parking.py)
+        timers = config.flavor is not Flavor.apache
+        max_delay_s = store_config.timer_max_delay_sec if timers else None
+        self.parking = Parking(self.delay_levels, timer_max_delay_s=max_delay_s)
+        self.timers = (
+            TimerMessageService(self.store, timer_writer, roll_after_ms=store_config.timer_roll_after_ms)
+            if timers
+            else None
+        )
         checks = CheckSettings(
             config.transaction_time_out, config.transaction_check_interval, config.transaction_check_max
         )
@@ -119,6 +136,7 @@ class BrokerController:
             lambda topic: self.topics.create_internal_topic(topic, 1),
         )
         self.registration: NamesrvRegistration | None = None
+        self.grpc: GrpcServer | None = None
         self._services = [
             PeriodicService(
                 "persist-consumer-offsets", config.flush_consumer_offset_interval / 1000, self.consumer_offsets.persist
@@ -142,9 +160,12 @@ class BrokerController:
         self.subscription_groups.load()
         self.consumer_offsets.load()
         self.schedule.load()
+        if self.timers is not None:
+            await self.timers.load()
         await self.transactions.load()
+        send_processor = SendMessageProcessor(self)
         for processor in (
-            SendMessageProcessor(self),
+            send_processor,
             SendBackProcessor(self),
             ArrowSendProcessor(self),
             PullMessageProcessor(self),
@@ -160,12 +181,18 @@ class BrokerController:
         ):
             processor.register(self.processors)
         self.server.add_close_listener(self._connection_closed)
+        if self.config.grpc_server_port:
+            authorizer = GrpcAuthorizer(self.acl.validator) if self.acl is not None else None
+            self.grpc = GrpcServer(self, send_processor, ConsumingService(self), authorizer)
+            await self.grpc.start()
         await self.server.start_serving()
         self.registration = NamesrvRegistration(self.config, self.address, self.client, self.topics.wrapper)
         await self.registration.start()
         for service in self._services:
             service.start()
         self.schedule.start()
+        if self.timers is not None:
+            self.timers.start()
         self.transactions.start()
         log.info(
             "broker %s (cluster %s) serving at %s",
@@ -179,9 +206,13 @@ class BrokerController:
         if self.registration is not None:
             await self.registration.stop()
         await self.server.stop()
+        if self.grpc is not None:
+            await self.grpc.stop()
         for service in self._services:
             await service.stop()
         await self.schedule.stop()
+        if self.timers is not None:
+            await self.timers.stop()
         await self.transactions.stop()
         await self.store.stop()
         await self.consumer_offsets.persist()

@@ -10,11 +10,15 @@ topics are created readable and writable when missing.
 from __future__ import annotations
 
 import random
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from broker.context import HasSubscriptionGroups, HasTopics
 from broker.managers.subscription_group_manager import SubscriptionGroupConfig
+from broker.store.writer.append_requests import StandardMessage
 from rocketspark.errors import ValidationError
+from rocketspark.message.ids import offset_msg_id
+from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import dlq_topic, retry_topic
 from rocketspark.protocol.codes import ResponseCode
 
@@ -40,6 +44,21 @@ def exhausted(config: SubscriptionGroupConfig, reconsume_times: int, max_reconsu
     """Whether a message consumed `reconsume_times` times already belongs in the dead-letter topic."""
     limit = config.retry_max_times if max_reconsume_times is None else max_reconsume_times
     return reconsume_times >= limit
+
+
+def consumed_again(row: Mapping[str, Any], broker_address: str, reconsume_times: int) -> StandardMessage:
+    """A stored message (a STORED_SCHEMA row) its consumer failed, as it is stored again in a retry
+    or dead-letter topic: with RETRY_TOPIC (its first topic), ORIGIN_MESSAGE_ID (its first offset
+    msgId) and `reconsume_times` (also in RECONSUME_TIME)."""
+    properties = props.decode_properties(row["properties"])
+    changes: dict[str, str | None] = {
+        props.RETRY_TOPIC: properties.get(props.RETRY_TOPIC) or row["topic"],
+        props.ORIGIN_MESSAGE_ID: properties.get(props.ORIGIN_MESSAGE_ID)
+        or offset_msg_id(broker_address, row["commit_log_offset"]),
+        props.RECONSUME_TIME: str(reconsume_times),
+        props.WAIT_STORE_MSG_OK: "false",
+    }
+    return StandardMessage.from_stored(row, reconsume_times=reconsume_times).with_properties(changes)
 
 
 def dead_letter_queue(broker: RetryContext, group: str) -> tuple[str, int]:

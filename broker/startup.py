@@ -31,6 +31,7 @@ FLAG_KEYS = {
     "host": "brokerIP1",
     "listen": "bindAddress",
     "port": "listenPort",
+    "grpc_port": "grpcServerPort",
     "data_dir": "storePathRootDir",
 }
 FLUSH_TYPES = {"sync": "SYNC_FLUSH", "async": "ASYNC_FLUSH"}
@@ -56,6 +57,11 @@ def parse_args(argv: list[str] | None = None, prog: str = "python -m broker") ->
         "--listen", metavar="HOST", help="bindAddress: the address listened on, e.g. 0.0.0.0 (default: brokerIP1)"
     )
     parser.add_argument("--port", metavar="PORT", help="listenPort; 0 picks a free one (default: 10911)")
+    parser.add_argument(
+        "--grpc-port",
+        metavar="PORT",
+        help="grpcServerPort: the RocketMQ 5.x (gRPC) endpoint's port; 0: off (default: 0)",
+    )
     parser.add_argument("--data-dir", metavar="DIR", help="storePathRootDir (default: ~/rocketspark/store)")
     parser.add_argument("--flush", choices=sorted(FLUSH_TYPES), help="flushDiskType: sync or async (default: async)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any broker.conf setting")
@@ -83,6 +89,13 @@ def parse_args(argv: list[str] | None = None, prog: str = "python -m broker") ->
     return broker_config, store_config, args.log_level
 
 
+def grpc_lines(controller: BrokerController) -> list[str]:
+    """The line naming the 5.x endpoint, printed before the boot line (none when it is off)."""
+    if controller.grpc is None:
+        return []
+    return [f"The gRPC endpoint for RocketMQ 5.x clients is at {controller.grpc.address}"]
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m broker") -> int:
     config, store_config, level = parse_args(argv, prog)
     configure_logging(level)
@@ -97,7 +110,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m broker") -> int:
     async def start() -> list[str]:
         await controller.start()
         address = controller.address
-        return [f"The broker[{config.broker_name}, {address}] boot success. listening on {address}"]
+        lines = [f"The broker[{config.broker_name}, {address}] boot success. listening on {address}"]
+        return [*grpc_lines(controller), *lines]
 
     return run_process(lambda: serve_until_signalled(start, controller.stop), "broker")
 

@@ -18,6 +18,7 @@ from broker.config import DEFAULT_PORT as BROKER_PORT
 from broker.config import BrokerConfig
 from broker.controller import BrokerController
 from broker.flavor import Flavor
+from broker.startup import grpc_lines
 from broker.store.config import FlushDiskType, StoreConfig
 from namesrv.config import DEFAULT_PORT as NAMESRV_PORT
 from namesrv.config import NamesrvConfig
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: the 5.x endpoint's port under `rocketspark dev` (Apache's proxy default)
+GRPC_PORT = 8081
 #: the web dashboard's default port (rocketspark.dashboard)
 DASHBOARD_PORT = 8082
 
@@ -56,6 +59,14 @@ def parse_args(argv: list[str] | None, prog: str = "python -m rocketspark.dev") 
         default=BROKER_PORT,
         metavar="PORT",
         help="the broker's port; 0 picks a free one (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--grpc-port",
+        type=int,
+        default=GRPC_PORT,
+        metavar="PORT",
+        help="the broker's gRPC endpoint for RocketMQ 5.x clients (grpcServerPort); 0 turns it off "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--dashboard-port",
@@ -127,6 +138,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m rocketspark.dev")
                 namesrv_addr=namesrv.address,
                 broker_ip1=args.host,
                 listen_port=args.broker_port,
+                grpc_server_port=args.grpc_port,
             ),
             StoreConfig(
                 store_path_root_dir=args.data_dir / "store",
@@ -137,6 +149,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m rocketspark.dev")
         brokers.append(broker)
         lines = [
             f"The Name Server boot success. listening on {namesrv.address}",
+            *grpc_lines(broker),
             f"The broker[{broker.config.broker_name}, {broker.address}] boot success. listening on {broker.address}",
         ]
         if args.dashboard_port:

@@ -39,6 +39,7 @@ class ServerProcess:
         self.args = args
         self.log_path = log_path
         self.address = ""
+        self.boot_output: list[str] = []  # the lines printed before the boot line
         self._process: subprocess.Popen[str] | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
 
@@ -51,6 +52,7 @@ class ServerProcess:
     def start(self, timeout_s: float = 30.0) -> str:
         """Start the process and return its address once it accepts connections."""
         self._lines = queue.Queue()
+        self.boot_output = []
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a") as log_file:
             self._process = subprocess.Popen(
@@ -76,6 +78,7 @@ class ServerProcess:
             if match:
                 self.address = match.group(1)
                 break
+            self.boot_output.append(line.rstrip("\n"))
         self._wait_accepting(deadline)
         return self.address
 

@@ -9,6 +9,13 @@ from pathlib import Path
 from rocketspark.processes import ServerProcess, broker_process, namesrv_process, wait_registered
 
 
+def dev_args(data_dir: Path | str, *extra: str, grpc_port: int = 0, dashboard_port: int = 0) -> list[str]:
+    """`rocketspark dev`'s flags for a test: every port free (0: a free one, or off for the gRPC
+    endpoint and the dashboard) unless given, so no test binds the defaults 9876, 10911, 8081, 8082."""
+    ports = ("--namesrv-port", "0", "--broker-port", "0", "--grpc-port", str(grpc_port))
+    return [*ports, "--dashboard-port", str(dashboard_port), "--data-dir", str(data_dir), *extra]
+
+
 class ServerFactory:
     """Starts servers for one test and stops every one of them at teardown."""
 

@@ -81,9 +81,10 @@ class AccessValidator:
             return Refusal(shape, "re-aimed")
         return _refused_permission(account, request.code, needs_of(request))
 
-    def refused_needs(self, client_ip: str, access_key: str | None, code: int, needs: Needs) -> Refusal | None:
+    def refused_needs(self, client_ip: str, access_key: str | None, code: int | str, needs: Needs) -> Refusal | None:
         """Why `access_key`'s account (whose signature the check already verified) may not have
-        `needs` for a request of `code`, or None when it may; from a white-listed address, None."""
+        `needs` for a request of `code` (a 4.x request code, or a 5.x RPC's name), or None when it
+        may; from a white-listed address, None."""
         config = self.config
         if any(matches(client_ip) for matches in config.global_white):
             return None
@@ -117,12 +118,16 @@ def _needs_text(request: RemotingCommand) -> str:
     )
 
 
-def _refused_permission(account: Account, code: int, needs: Needs) -> Refusal | None:
+def _perm_name(perm: Perm) -> str:
+    """PUB, SUB, or PUB or SUB (either is enough)."""
+    return " or ".join(p.name or "" for p in (Perm.PUB, Perm.SUB) if perm & p) or (perm.name or str(perm))
+
+
+def _refused_permission(account: Account, code: int | str, needs: Needs) -> Refusal | None:
     key = account.access_key
     if needs.admin and not account.admin:
-        return Refusal(
-            f"{REFUSED}{code_name(code)} needs an admin account, and access key {key} is not one", "permission"
-        )
+        what = code if isinstance(code, str) else code_name(code)
+        return Refusal(f"{REFUSED}{what} needs an admin account, and access key {key} is not one", "permission")
     if account.admin and not account.topic_perms and not account.group_perms:
         return None
     if any(need.kind == "topic" and need.name == TRACE_TOPIC and need.perm == Perm.PUB for need in needs.resources):
@@ -130,5 +135,8 @@ def _refused_permission(account: Account, code: int, needs: Needs) -> Refusal | 
     for need in needs.resources:
         owned = account.topic_perm(need.name) if need.kind == "topic" else account.group_perm(need.name)
         if not allows(owned, need.perm):
-            return Refusal(f"{REFUSED}{need.perm.name} on {need.kind} {need.name} for access key {key}", "permission")
+            return Refusal(
+                f"{REFUSED}{_perm_name(need.perm)} on {need.kind} {escaped(need.name)} for access key {key}",
+                "permission",
+            )
     return None

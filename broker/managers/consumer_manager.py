@@ -11,9 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker.managers.client_channel import ClientChannelInfo
+from broker.managers.client_channel import ClientChannelInfo, ClientConnection
 from rocketspark.protocol.body.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
-from rocketspark.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +28,7 @@ class ConsumerGroupInfo:
     message_model: MessageModel
     consume_from_where: ConsumeFromWhere
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
-    channels: dict[Connection, ClientChannelInfo] = field(default_factory=dict)
+    channels: dict[ClientConnection, ClientChannelInfo] = field(default_factory=dict)
 
     def client_ids(self) -> list[str]:
         return sorted({c.client_id for c in self.channels.values()})
@@ -71,7 +70,7 @@ class ConsumerManager:
         if new_member and notify:
             self.on_ids_changed(info)
 
-    def unregister(self, group: str, connection: Connection, notify: bool = True) -> None:
+    def unregister(self, group: str, connection: ClientConnection, notify: bool = True) -> None:
         info = self.groups.get(group)
         if info is None or info.channels.pop(connection, None) is None:
             return
@@ -84,7 +83,7 @@ class ConsumerManager:
         elif notify:
             self.on_ids_changed(info)
 
-    def connection_closed(self, connection: Connection) -> None:
+    def connection_closed(self, connection: ClientConnection) -> None:
         for info in list(self.groups.values()):
             if info.channels.pop(connection, None) is not None:
                 log.info("connection of a consumer of group %s closed", info.group_name)

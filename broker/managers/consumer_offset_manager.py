@@ -17,6 +17,14 @@ log = logging.getLogger(__name__)
 TOPIC_GROUP_SEPARATOR = "@"
 
 
+def new_group_starts_at_first(min_offset: int) -> bool:
+    """Whether a group with no offset for a queue starts at its first message rather than its end.
+
+    Apache RocketMQ starts a new group at offset 0 while the queue still holds its first message, so
+    consumers that start "from the last offset" still see what was sent before they started."""
+    return min_offset <= 0
+
+
 class ConsumerOffsetManager:
     def __init__(self, writer: AtomicFileWriter) -> None:
         self.writer = writer

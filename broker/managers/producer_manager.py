@@ -6,8 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from broker.managers.client_channel import ClientChannelInfo
-from rocketspark.remoting.connection import Connection
+from broker.managers.client_channel import ClientChannelInfo, ClientConnection
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +19,7 @@ class ProducerManager:
     def __init__(self, channel_expired_ms: int, clock: Callable[[], int] = _now_ms) -> None:
         self.channel_expired_ms = channel_expired_ms
         self.clock = clock
-        self.groups: dict[str, dict[Connection, ClientChannelInfo]] = {}
+        self.groups: dict[str, dict[ClientConnection, ClientChannelInfo]] = {}
 
     def register(self, group: str, channel: ClientChannelInfo) -> None:
         channels = self.groups.setdefault(group, {})
@@ -28,12 +27,12 @@ class ProducerManager:
             log.info("producer %s joined group %s", channel.client_id, group)
         channels[channel.connection] = channel
 
-    def unregister(self, group: str, connection: Connection) -> None:
+    def unregister(self, group: str, connection: ClientConnection) -> None:
         channels = self.groups.get(group)
         if channels is not None and channels.pop(connection, None) is not None and not channels:
             del self.groups[group]
 
-    def connection_closed(self, connection: Connection) -> None:
+    def connection_closed(self, connection: ClientConnection) -> None:
         for group in list(self.groups):
             self.unregister(group, connection)
 

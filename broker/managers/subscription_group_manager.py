@@ -25,6 +25,8 @@ class SubscriptionGroupConfig(JsonBody):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    # Apache 5: the group's 5.x consumers get messages of one message group one at a time, in order
+    consume_message_orderly: bool = False
 
 
 @dataclass(slots=True)

@@ -12,9 +12,10 @@ import logging
 from collections.abc import Callable
 
 from broker.config import BrokerConfig
+from broker.flavor import Flavor
 from rocketspark.errors import ValidationError
 from rocketspark.fileutil import AtomicFileWriter
-from rocketspark.message.validation import AUTO_CREATE_TOPIC_KEY, SELF_TEST_TOPIC
+from rocketspark.message.validation import AUTO_CREATE_TOPIC_KEY, SELF_TEST_TOPIC, TIMER_TOPIC
 from rocketspark.protocol.body.topic import DEFAULT_PERM, DataVersion, Perm, TopicConfig, TopicConfigSerializeWrapper
 from rocketspark.protocol.codes import ResponseCode
 
@@ -47,6 +48,8 @@ class TopicConfigManager:
         # address "any broker of this cluster" or "this broker" by topic.
         system.append(TopicConfig(self.config.broker_cluster_name, 16, 16))
         system.append(TopicConfig(self.config.broker_name, 1, 1))
+        if self.config.flavor is not Flavor.apache:  # where timer messages wait (Apache 5 makes it so)
+            system.append(TopicConfig(TIMER_TOPIC, 1, 1))
         changed = False
         for topic in system:
             if topic.topic_name not in self.table:

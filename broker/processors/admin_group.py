@@ -1,7 +1,9 @@
 """Consumer groups for admin tools, as Apache RocketMQ 4.9's AdminBrokerProcessor answers them:
 GET_ALL_CONSUMER_OFFSET (43), every committed offset; GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), every
-subscription group; GET_CONSUMER_CONNECTION_LIST (203), a group's members online;
-INVOKE_BROKER_TO_RESET_OFFSET (222), a group's offsets of a topic reset to a time by its members.
+subscription group; UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), a group's config from the same JSON (as
+`mqadmin updateSubGroup` sends it: retryMaxTimes, consumeMessageOrderly for 5.x FIFO consumers, ...);
+GET_CONSUMER_CONNECTION_LIST (203), a group's members online (4.x and 5.x); INVOKE_BROKER_TO_RESET_OFFSET
+(222), a group's offsets of a topic reset to a time by its members.
 
 A reset is Apache's Broker2Client.resetOffset: per write queue of the topic, the offset of the time
 (the max offset for timestamp -1), kept at the committed one when that is lower unless forced; the
@@ -17,9 +19,10 @@ import logging
 from typing import Protocol
 
 from broker.context import HasConfig, HasConsumerOffsets, HasConsumers, HasStore, HasSubscriptionGroups, HasTopics
-from broker.managers.subscription_group_manager import SubscriptionGroupWrapper
+from broker.managers.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupWrapper
 from broker.processors.admin_offset import offset_of_time
-from rocketspark.errors import RocketMQError
+from rocketspark.errors import DecodeError, RocketMQError, ValidationError
+from rocketspark.message.validation import validate_group
 from rocketspark.protocol.body.consumer import ClientConnection, ConsumerConnection
 from rocketspark.protocol.body.stats import ResetOffsetBody
 from rocketspark.protocol.codes import RequestCode, ResponseCode
@@ -46,6 +49,7 @@ class GroupAdminProcessor:
     def register(self, table: ProcessorTable) -> None:
         table.register(RequestCode.GET_ALL_CONSUMER_OFFSET, self.all_consumer_offsets)
         table.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.all_subscription_groups)
+        table.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.create_subscription_group)
         table.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.consumer_connections)
         table.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.reset_offset)
 
@@ -120,3 +124,26 @@ class GroupAdminProcessor:
             except RocketMQError as exc:
                 log.warning("could not tell %s to reset group %s: %s", member.client_id, header.group, exc)
         return request.response(body=body)
+
+    async def create_subscription_group(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        try:
+            config = SubscriptionGroupConfig.from_json(request.body or b"")
+        except (DecodeError, ValueError, TypeError, KeyError) as exc:
+            raise ValidationError(
+                f"the body is no subscription group config (Apache's JSON, with groupName): {exc}",
+                code=ResponseCode.INVALID_PARAMETER,
+            ) from None
+        validate_group(config.group_name)
+        if config.retry_max_times < 0 or config.retry_queue_nums < 0:
+            raise ValidationError(
+                f"retryMaxTimes and retryQueueNums must not be negative, got {config.retry_max_times} and "
+                f"{config.retry_queue_nums}",
+                code=ResponseCode.INVALID_PARAMETER,
+            )
+        groups = self.broker.subscription_groups
+        groups.put(config)
+        await groups.writer.flush()  # acknowledged only once it survives a kill -9
+        log.info(
+            "subscription group %s created or updated by %s: %s", config.group_name, connection.remote_address, config
+        )
+        return request.response()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from broker.context import HasConsumerOffsets, HasConsumers, HasStore
+from broker.managers.consumer_offset_manager import new_group_starts_at_first
 from rocketspark.protocol.body.consumer import ConsumerListBody
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
@@ -41,9 +42,7 @@ class ConsumerManageProcessor:
             return request.response(
                 ResponseCode.QUERY_NOT_FOUND, "Not found, do not set to zero, maybe this group boot first"
             )
-        # Apache RocketMQ answers 0 for a new group while the queue still holds its first message,
-        # so clients that start "from the last offset" still see what was sent before they started.
-        if self.broker.store.min_offset(header.topic, header.queue_id) <= 0:
+        if new_group_starts_at_first(self.broker.store.min_offset(header.topic, header.queue_id)):
             return request.response(header=OffsetResponseHeader(0))
         return request.response(ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
 

@@ -1,10 +1,10 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) in the standard encodings.
 
 A send to a %RETRY% topic (a consumer whose CONSUMER_SEND_MSG_BACK failed) whose reconsume times
-reached the limit goes to the group's dead-letter topic (broker/retry.py); a delayed message waits
-in SCHEDULE_TOPIC_XXXX (broker/schedule/delay_levels.py), a half message (TRAN_MSG "true") in
-RMQ_SYS_TRANS_HALF_TOPIC until it is committed (broker/transaction/). Batches may not hold delayed
-or transactional messages.
+reached the limit goes to the group's dead-letter topic (broker/retry.py); a delayed or timer
+message is parked until due (broker/schedule/parking.py), a half message (TRAN_MSG "true") in
+RMQ_SYS_TRANS_HALF_TOPIC until it is committed (broker/transaction/). Batches may not hold delayed,
+timer or transactional messages, and a half message may not be a timer message.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ import numpy as np
 from broker.context import (
     HasAddress,
     HasConfig,
-    HasDelayLevels,
+    HasParking,
     HasStats,
     HasStore,
     HasStoreConfig,
     HasSubscriptionGroups,
     HasTopics,
 )
+from broker.managers.client_channel import ClientConnection
 from broker.processors.send_batch import BATCH_REFUSAL, StandardBatch, read_standard_batch
 from broker.retry import dead_letter_queue, exhausted, subscription_group
 from broker.store.results import PutResult, PutStatus
@@ -38,13 +39,13 @@ from rocketspark.message.ids import offset_msg_id, offset_msg_ids
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import (
     SCHEDULE_TOPIC,
+    TIMER_TOPIC,
     TRANS_HALF_TOPIC,
     delay_level_of,
     group_of_retry_topic,
     validate_body,
     validate_encoded_properties,
     validate_group,
-    validate_no_timer,
     validate_send_topic,
     validate_stored_int,
 )
@@ -57,6 +58,9 @@ from rocketspark.remoting.processor import ProcessorTable
 
 log = logging.getLogger(__name__)
 
+#: what the keys of timer messages' properties start with (TIMER_DELIVER_MS, TIMER_DELAY_SEC, ...)
+_TIMER_KEYS = "TIMER_"
+
 
 class SendContext(
     HasConfig,
@@ -64,7 +68,7 @@ class SendContext(
     HasAddress,
     HasTopics,
     HasSubscriptionGroups,
-    HasDelayLevels,
+    HasParking,
     HasStore,
     HasStats,
     Protocol,
@@ -77,7 +81,7 @@ class SendQueueContext(HasConfig, HasTopics, Protocol):
 
 
 def resolve_send_queue(
-    broker: SendQueueContext, header: SendMessageRequestHeader, connection: Connection
+    broker: SendQueueContext, header: SendMessageRequestHeader, connection: ClientConnection
 ) -> tuple[TopicConfig, int]:
     """Check a send's header numbers and topic (creating it from TBW102 when allowed) and pick its queue.
 
@@ -115,11 +119,17 @@ def check_message(broker: SendContext, body: bytes, encoded: str, properties: di
     round; returns the message's delay level."""
     validate_body(body, broker.store_config.max_message_size)
     validate_encoded_properties(encoded)
-    validate_no_timer(properties)
     level = delay_level_of(properties)
+    broker.parking.check(properties)
     if sysflag.transaction_type(sys_flag) == sysflag.TRANSACTION_PREPARED_TYPE and not is_half(properties):
         raise ValidationError(
             "a prepared (transactional) message must carry the property TRAN_MSG=true",
+            code=ResponseCode.MESSAGE_ILLEGAL,
+        )
+    if is_half(properties) and broker.parking.is_timer_message(properties):
+        raise ValidationError(
+            "a transactional (TRAN_MSG) message may not have a delivery time (TIMER_DELIVER_MS, TIMER_DELAY_SEC, "
+            "TIMER_DELAY_MS)",
             code=ResponseCode.MESSAGE_ILLEGAL,
         )
     return level
@@ -159,22 +169,40 @@ class SendMessageProcessor:
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or bool(header.batch)
         if batch:
             taken = read_standard_batch(
-                request.body, max_message_size=self.broker.store_config.max_message_size, sys_flag=header.sys_flag
+                request.body,
+                max_message_size=self.broker.store_config.max_message_size,
+                sys_flag=header.sys_flag,
+                timers=self.broker.parking.timers,
             )
             if not taken.forwarded and group_of_retry_topic(header.topic) is None:
-                return self._answer(
-                    request, len(taken.columns), self._put_batch(header, queue_id, taken, connection), None
-                )
+                stored = self._put_batch(header, queue_id, taken, connection)
+                return self._answer(request, self._stored(len(taken.columns), stored, None))
             raw = taken.columns.rows()  # the rare batch whose messages change on the way: one at a time
         else:
             raw = [(header.flag, request.body, header.properties or "")]
-        messages, level = self._messages(header, raw, batch, connection.remote_address)
-        topic, stored_queue_id, messages = self._destination(header, queue_id, messages, level)
+        return self._answer(
+            request, self.store(header, queue_id, raw, batch=batch, born_host=connection.remote_address)
+        )
+
+    def store(
+        self,
+        header: SendMessageRequestHeader,
+        queue_id: int,
+        raw: list[tuple[int, bytes, str]],
+        *,
+        batch: bool,
+        born_host: str,
+    ) -> Awaitable[PutResult]:
+        """Check the send's (flag, body, encoded properties) messages and queue them for the store
+        (a refusal is raised at once); then the stored result, counted in the broker's stats. The
+        5.x endpoint's SendMessage stores through here too."""
+        messages = self._messages(header, raw, batch, born_host)
+        topic, stored_queue_id, messages = self._destination(header, queue_id, messages)
         wait = all(m.wait_store_ok for m in messages)
         stored = self.broker.store.put_messages(topic, stored_queue_id, messages, wait_flush=wait)
-        # a delayed or half message is answered with the queue it was sent to, as Java does
-        parked = topic in (SCHEDULE_TOPIC, TRANS_HALF_TOPIC)
-        return self._answer(request, len(messages), stored, queue_id if parked else None)
+        # a delayed, timer or half message is answered with the queue it was sent to, as Java does
+        parked = topic in (SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC)
+        return self._stored(len(messages), stored, queue_id if parked else None)
 
     def _put_batch(
         self, header: SendMessageRequestHeader, queue_id: int, taken: StandardBatch, connection: Connection
@@ -194,11 +222,11 @@ class SendMessageProcessor:
         )
 
     def _destination(
-        self, header: SendMessageRequestHeader, queue_id: int, messages: list[StandardMessage], level: int
+        self, header: SendMessageRequestHeader, queue_id: int, messages: list[StandardMessage]
     ) -> tuple[str, int, list[StandardMessage]]:
         """Where the send's messages are stored: the group's dead-letter topic for a retry that reached
-        its limit, SCHEDULE_TOPIC_XXXX for a delayed message, RMQ_SYS_TRANS_HALF_TOPIC for a half
-        message, else the queue the send names."""
+        its limit, RMQ_SYS_TRANS_HALF_TOPIC for a half message, where parking says for one message
+        (a delayed or timer message waits until due), else the queue the send names."""
         topic = header.topic
         encoded = messages[0].properties
         if props.TRANSACTION_PREPARED in encoded and len(messages) == 1 and is_half(props.decode_properties(encoded)):
@@ -213,29 +241,29 @@ class SendMessageProcessor:
             if exhausted(config, header.reconsume_times or 0, header.max_reconsume_times):
                 topic, queue_id = dead_letter_queue(self.broker, group)
                 return topic, queue_id, [m.with_properties({props.DELAY_TIME_LEVEL: None}) for m in messages]
-        if level > 0:
-            topic, queue_id, parked = self.broker.delay_levels.schedule(topic, queue_id, messages[0], level)
-            return topic, queue_id, [parked]
+        if len(messages) == 1 and (props.DELAY_TIME_LEVEL in encoded or _TIMER_KEYS in encoded):
+            properties = props.decode_properties(encoded)  # only for the few sends that may wait
+            placed = self.broker.parking.destination(topic, queue_id, messages[0], properties)
+            return placed.topic, placed.queue_id, [placed.message]
         return topic, queue_id, messages
 
-    async def _answer(
-        self, request: RemotingCommand, count: int, stored: Awaitable[PutResult], queue_id: int | None
-    ) -> RemotingCommand:
+    async def _stored(self, count: int, stored: Awaitable[PutResult], queue_id: int | None) -> PutResult:
         result = await stored
         if queue_id is not None:
             result = dataclasses.replace(result, queue_id=queue_id)
         stats = self.broker.stats
         stats.standard_send_requests += 1
         stats.standard_send_messages += count
-        return send_response(self.broker, request, result)
+        return result
+
+    async def _answer(self, request: RemotingCommand, stored: Awaitable[PutResult]) -> RemotingCommand:
+        return send_response(self.broker, request, await stored)
 
     def _messages(
         self, header: SendMessageRequestHeader, raw: list[tuple[int, bytes, str]], batch: bool, born_host: str
-    ) -> tuple[list[StandardMessage], int]:
-        """The send's (flag, body, properties) messages, checked, and the delay level of a single
-        message (batches have none)."""
+    ) -> list[StandardMessage]:
+        """The send's (flag, body, properties) messages, checked (a batch holds no parked message)."""
         messages = []
-        level = 0
         for flag, body, sent in raw:
             properties = props.decode_properties(sent)
             encoded = sent
@@ -243,7 +271,7 @@ class SendMessageProcessor:
                 del properties[props.SCHEDULE_ORIGIN]
                 encoded = props.encode_properties(properties)
             level = check_message(self.broker, body, encoded, properties, header.sys_flag)
-            if (level or is_half(properties)) and batch:
+            if (level or is_half(properties) or self.broker.parking.is_timer_message(properties)) and batch:
                 raise ValidationError(BATCH_REFUSAL, code=ResponseCode.MESSAGE_ILLEGAL)
             messages.append(
                 StandardMessage(
@@ -260,4 +288,4 @@ class SendMessageProcessor:
                     wait_store_ok=properties.get(props.WAIT_STORE_MSG_OK, "true") != "false",
                 )
             )
-        return messages, level
+        return messages

@@ -18,9 +18,7 @@ from broker.acl.guard import late_refusal
 from broker.acl.permission import Perm
 from broker.acl.resources import Needs, on_topic
 from broker.context import HasAddress, HasDelayLevels, HasStore
-from broker.retry import RetryContext, dead_letter_queue, exhausted, retry_queue, subscription_group
-from broker.store.writer.append_requests import StandardMessage
-from rocketspark.message.ids import offset_msg_id
+from broker.retry import RetryContext, consumed_again, dead_letter_queue, exhausted, retry_queue, subscription_group
 from rocketspark.message.properties import codec as props
 from rocketspark.message.validation import FIRST_RETRY_DELAY_LEVEL, validate_group
 from rocketspark.protocol.codes import RequestCode, ResponseCode
@@ -56,24 +54,14 @@ class SendBackProcessor:
         refusal = late_refusal(self._table, connection, request, Needs((on_topic(str(row["topic"]), Perm.SUB),)))
         if refusal is not None:
             return request.response(ResponseCode.NO_PERMISSION, refusal)
-        properties = props.decode_properties(row["properties"])
         reconsume_times = row["reconsume_times"]
-        changes: dict[str, str | None] = {
-            props.RETRY_TOPIC: properties.get(props.RETRY_TOPIC) or row["topic"],
-            props.ORIGIN_MESSAGE_ID: properties.get(props.ORIGIN_MESSAGE_ID)
-            or offset_msg_id(broker.address, header.offset),
-            props.RECONSUME_TIME: str(reconsume_times + 1),
-            props.WAIT_STORE_MSG_OK: "false",
-        }
-        message = StandardMessage.from_stored(row, reconsume_times=reconsume_times + 1)
+        message = consumed_again(row, broker.address, reconsume_times + 1)
         if header.delay_level < 0 or exhausted(config, reconsume_times, header.max_reconsume_times):
             topic, queue_id = dead_letter_queue(broker, header.group)
-            message = message.with_properties({**changes, props.DELAY_TIME_LEVEL: None})
+            message = message.with_properties({props.DELAY_TIME_LEVEL: None})
         else:
             topic, queue_id = retry_queue(broker, header.group, config)
             level = header.delay_level or FIRST_RETRY_DELAY_LEVEL + reconsume_times
-            topic, queue_id, message = broker.delay_levels.schedule(
-                topic, queue_id, message.with_properties(changes), level
-            )
+            topic, queue_id, message = broker.delay_levels.schedule(topic, queue_id, message, level)
         await broker.store.put_messages(topic, queue_id, [message], wait_flush=False)
         return request.response()

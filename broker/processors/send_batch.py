@@ -23,10 +23,13 @@ from rocketspark.message.batches.schema import PRODUCER_SCHEMA
 from rocketspark.message.properties import codec as props
 from rocketspark.message.properties.columns import property_values
 from rocketspark.message.records.batch_body import BatchColumns, BatchDecodeError, decode_batch_body
-from rocketspark.message.validation import delay_level_of, validate_body, validate_no_timer
+from rocketspark.message.validation import delay_level_of, validate_body
 from rocketspark.protocol.codes import ResponseCode
 
-BATCH_REFUSAL = "a batch may not hold delayed (DELAY) or transactional (TRAN_MSG) messages; send them one by one"
+BATCH_REFUSAL = (
+    "a batch may not hold delayed (DELAY), timer (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) or "
+    "transactional (TRAN_MSG) messages; send them one by one"
+)
 _NAMES = (
     props.TAGS,
     props.KEYS,
@@ -36,6 +39,8 @@ _NAMES = (
     props.TRANSACTION_PREPARED,
     props.TIMER_DELIVER_MS,
     props.TIMER_DELAY_SEC,
+    props.TIMER_DELAY_MS,
+    props.TIMER_OUT_MS,
     props.SCHEDULE_ORIGIN,
 )
 
@@ -57,6 +62,12 @@ def _present(column: pa.Array) -> bool:
     return bool(column.null_count < len(column))
 
 
+def _timer_messages(deliver_ms: pa.Array, delay_sec: pa.Array, delay_ms: pa.Array, out_ms: pa.Array) -> bool:
+    """Whether some message asks for a delivery time and was never parked (broker/schedule/timers.py)."""
+    asks = pc.or_(pc.or_(pc.is_valid(deliver_ms), pc.is_valid(delay_sec)), pc.is_valid(delay_ms))
+    return bool(pc.any(pc.and_(asks, pc.is_null(out_ms))).as_py())
+
+
 def _empty_as_null(column: pa.Array) -> pa.Array:
     """Null where the property is absent or empty (a standard send's `properties.get(name) or None`)."""
     return pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
@@ -69,11 +80,12 @@ def _check_bodies(bodies: pa.Array, max_message_size: int) -> None:
         validate_body(bodies[int(bad[0])].as_py(), max_message_size)
 
 
-def read_standard_batch(body: bytes, *, max_message_size: int, sys_flag: int) -> StandardBatch:
+def read_standard_batch(body: bytes, *, max_message_size: int, sys_flag: int, timers: bool) -> StandardBatch:
     """The messages of a batch body, checked completely before the batch joins a group commit round.
 
-    ValidationError (MESSAGE_ILLEGAL) for a malformed body, an empty batch, a bad body, a timer,
-    delayed or transactional message, or a prepared sys flag."""
+    ValidationError (MESSAGE_ILLEGAL) for a malformed body, an empty batch, a bad body, a delayed or
+    transactional message, a timer message when the broker has `timers` (else its properties are
+    kept as they are, as Apache 4.9 keeps them), or a prepared sys flag."""
     try:
         columns = decode_batch_body(body)
     except BatchDecodeError as exc:
@@ -81,11 +93,11 @@ def read_standard_batch(body: bytes, *, max_message_size: int, sys_flag: int) ->
     if not len(columns):
         raise _illegal("the batch holds no message")
     _check_bodies(columns.bodies, max_message_size)
-    tags, keys, uniq_key, wait, delay, half, deliver_ms, delay_sec, origin = property_values(
+    tags, keys, uniq_key, wait, delay, half, deliver_ms, delay_sec, delay_ms, out_ms, origin = property_values(
         columns.properties, *_NAMES
     )
-    if _present(deliver_ms) or _present(delay_sec):
-        validate_no_timer({props.TIMER_DELIVER_MS: ""})
+    if timers and _timer_messages(deliver_ms, delay_sec, delay_ms, out_ms):
+        raise _illegal(BATCH_REFUSAL)
     for text in pc.unique(pc.drop_null(delay)).to_pylist():
         if delay_level_of({props.DELAY_TIME_LEVEL: text}):
             raise _illegal(BATCH_REFUSAL)

@@ -12,16 +12,15 @@ crash the deliveries stored since the last write are found in the commit log and
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from broker.schedule.delay_levels import DelayLevels, due_message
+from broker.schedule.delivery import store_due
 from broker.schedule.progress import DeliveryProgress
 from broker.store.message_store import MessageStore
-from broker.store.results import GetStatus, PutResult
+from broker.store.results import GetStatus
 from broker.store.writer.append_requests import StandardMessage
 from rocketspark.errors import RocketMQError
 from rocketspark.fileutil import AtomicFileWriter
@@ -37,16 +36,6 @@ _IDLE_PERSIST_S = 1.0
 #: messages of one level delivered in one step (a step's reads and writes are a few store calls)
 _STEP_MESSAGES = 1024
 _STEP_BYTES = 16 * 1024 * 1024
-
-
-@dataclass(slots=True)
-class _Run:
-    """Consecutive due messages for one queue, and their SCHEDULE_TOPIC_XXXX offsets."""
-
-    topic: str
-    queue_id: int
-    messages: list[StandardMessage]
-    offsets: list[int]
 
 
 class ScheduleMessageService:
@@ -119,38 +108,19 @@ class ScheduleMessageService:
                 return delivered
 
     async def _put(self, level: int, rows: list[dict[str, Any]]) -> list[int]:
-        """Store `rows` in their real queues, one write per run of rows for one queue: the offsets
-        of the rows stored, and of those that cannot be delivered (they are skipped)."""
-        done: list[int] = []
-        runs: list[_Run] = []
+        """Store `rows` in their real queues: the offsets of the rows stored, and of those that cannot
+        be delivered (they are skipped)."""
+        skipped: list[int] = []
+        due: list[tuple[str, int, StandardMessage, int]] = []
         for row in rows:
             try:
                 topic, queue_id, message = due_message(row, level)
             except (ValueError, RocketMQError):  # nothing to deliver: skipped
                 log.exception("scheduled message at offset %d cannot be delivered", row["queue_offset"])
-                done.append(row["queue_offset"])
+                skipped.append(row["queue_offset"])
                 continue
-            if runs and (runs[-1].topic, runs[-1].queue_id) == (topic, queue_id):
-                runs[-1].messages.append(message)
-                runs[-1].offsets.append(row["queue_offset"])
-            else:
-                runs.append(_Run(topic, queue_id, [message], [row["queue_offset"]]))
-        writes: list[tuple[_Run, asyncio.Future[PutResult]]] = []
-        for run in runs:
-            try:
-                writes.append((run, self._store.put_messages(run.topic, run.queue_id, run.messages)))
-            except RocketMQError as exc:  # the store is busy: the rest waits for the next tick
-                log.warning("delivering delayed messages to %s failed: %s; trying again", run.topic, exc)
-                break
-        results = await asyncio.gather(*(write for _, write in writes), return_exceptions=True)
-        for (run, _), result in zip(writes, results, strict=True):
-            if isinstance(result, RocketMQError):  # this run is delivered again next tick, alone
-                log.warning("delivering delayed messages to %s failed: %s; trying again", run.topic, result)
-            elif isinstance(result, BaseException):
-                log.error("delivering delayed messages to %s failed", run.topic, exc_info=result)
-            else:
-                done.extend(run.offsets)
-        return done
+            due.append((topic, queue_id, message, row["queue_offset"]))
+        return skipped + await store_due(self._store, due)
 
     def _persist(self) -> None:
         self.progress.persist(self._store.commit_log.max_offset)

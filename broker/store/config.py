@@ -61,6 +61,10 @@ class StoreConfig:
     disk_space_warning_level_ratio: int = 90
     # delays of the levels 1, 2, ... of delayed and retried messages (the DELAY property); units s, m, h, d
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    # timer messages (TIMER_DELIVER_MS, ...): how far ahead one may be due (s), and after how long (s; Apache
+    # counts slots of timerPrecisionMs, 1 s) a parked one is written again, at most half of fileReservedTime
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    timer_roll_window_slot: int = 2 * 24 * 3600
 
     def __post_init__(self) -> None:
         require_positive(
@@ -81,6 +85,8 @@ class StoreConfig:
             "send_thread_pool_queue_capacity",
             "send_queue_max_bytes",
             "duplicate_window_max_keys",
+            "timer_max_delay_sec",
+            "timer_roll_window_slot",
         )
         for name in ("disk_max_used_space_ratio", "disk_space_warning_level_ratio"):
             if not 0 < getattr(self, name) <= 100:
@@ -116,6 +122,12 @@ class StoreConfig:
         if not delays:
             raise ConfigError("messageDelayLevel must name at least one delay")
         return tuple(delays)
+
+    @property
+    def timer_roll_after_ms(self) -> int:
+        """How long a timer message waits parked before it is written again (so retention, which
+        deletes a segment fileReservedTime after its last write, never deletes it before it is due)."""
+        return int(min(self.timer_roll_window_slot * 1000, self.file_reserved_time * 3_600_000 / 2))
 
     @property
     def consume_queue_entries_per_file(self) -> int:

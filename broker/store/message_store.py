@@ -28,7 +28,7 @@ from broker.store.log.commitlog import CommitLog
 from broker.store.log.disk_space import DISK_CHECK_INTERVAL_S, DiskSpace
 from broker.store.log.scattered import many_rounds_to_read, read_scattered
 from broker.store.log.stored import Piece, StoredBatch, WireRecords, stored_row
-from broker.store.queues.consume_queue import ConsumeQueue, read_blocks
+from broker.store.queues.consume_queue import CQ_ENTRY, ConsumeQueue, read_blocks
 from broker.store.queues.dispatch import ArrivalListener, Dispatcher
 from broker.store.queues.entry_selection import by_stored_batch, live_entries, select_entries
 from broker.store.queues.index import key_hash
@@ -80,8 +80,8 @@ class MessageStore:
                 "store-clean-expired", config.clean_resource_interval / 1000, self.retention.delete_expired
             ),
             PeriodicService("store-check-disk", DISK_CHECK_INTERVAL_S, self.retention.check_disk),
+            PeriodicService("store-window-snapshot", SNAPSHOT_INTERVAL_S, self.save_duplicate_window),
         ]
-        self._services.append(PeriodicService("store-window-snapshot", SNAPSHOT_INTERVAL_S, self.save_duplicate_window))
         if config.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
             self._services.append(
                 PeriodicService(
@@ -198,8 +198,7 @@ class MessageStore:
         """Store a producer's Arrow batch (PRODUCER_SCHEMA) in one queue: the future of the result,
         queued or refused as :meth:`put_messages`.
 
-        `properties`: the batch's encoded properties, when the caller built them while checking it.
-        """
+        `properties`: the batch's encoded properties, when the caller built them while checking it."""
         future: asyncio.Future[PutResult] = self.disk.put_future()
         self.appender.submit(
             AppendRequest(
@@ -287,8 +286,7 @@ class MessageStore:
     # -- reading -------------------------------------------------------------------------------
 
     def max_offset(self, topic: str, queue_id: int) -> int:
-        queue = self.queues.get((topic, queue_id))
-        return queue.max_offset if queue else 0
+        return self.logics.next_queue_offset(topic, queue_id)
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         queue = self.queues.get((topic, queue_id))
@@ -305,10 +303,7 @@ class MessageStore:
         return max(await self._reads.submit(found.run), queue.min_offset)
 
     async def earliest_store_time(self, topic: str, queue_id: int) -> int:
-        queue = self.queues.get((topic, queue_id))
-        if queue is None or queue.max_offset <= queue.min_offset:
-            return 0
-        return int((await self._entries(queue, queue.min_offset, 1))["store_ts"][0])
+        return await self.store_time_at(topic, queue_id, self.min_offset(topic, queue_id))
 
     async def store_time_at(self, topic: str, queue_id: int, offset: int) -> int:
         """Store time of the message at `offset`, 0 when there is none."""
@@ -355,6 +350,15 @@ class MessageStore:
         last = int((await self._entries(queue, high - 1, 1))["store_ts"][0]) if high > low else 0
         return QueueStats(low, high, last)
 
+    async def queue_entries(self, topic: str, queue_id: int, start: int, count: int) -> np.ndarray:
+        """Up to `count` entries (CQ_ENTRY) of a queue from `start` (or its first offset), a copy."""
+        queue = self.queues.get((topic, queue_id))
+        return (await self._entries(queue, start, count)).copy() if queue else np.empty(0, CQ_ENTRY)
+
+    async def stored_rows(self, entries: np.ndarray) -> list[Piece]:
+        """The stored messages that consume queue `entries` (of queue_entries) name, those still held."""
+        return await self._take_rows(live_entries(entries, self.commit_log.min_offset))
+
     async def _entries(self, queue: ConsumeQueue, start: int, count: int) -> np.ndarray:
         """`queue.entries(start, count)`, its blocks not in the cache read on a reader thread."""
         loaded: dict[int, np.ndarray] = {}
@@ -380,8 +384,7 @@ class MessageStore:
         """RocketMQ's `getMessage`: up to `max_messages` from `offset`, filtered by tag codes.
 
         `max_bytes` caps body bytes plus `message_overhead` per message (what the answer's encoding
-        adds to each body), so an answer stays within a frame.
-        """
+        adds to each body), so an answer stays within a frame."""
         queue = self.queues.get((topic, queue_id))
         if queue is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)

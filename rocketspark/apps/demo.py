@@ -85,16 +85,8 @@ def start_servers(workdir: Path) -> ServerProcess:
     servers = ServerProcess(
         "rocketspark.apps.dev_child",
         [
-            "--namesrv-port",
-            "0",
-            "--broker-port",
-            "0",
-            "--dashboard-port",
-            "0",
-            "--data-dir",
-            str(workdir / "data"),
-            "--log-level",
-            "WARNING",
+            *("--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0", "--dashboard-port", "0"),
+            *("--data-dir", str(workdir / "data"), "--log-level", "WARNING"),
         ],
         workdir / "servers.log",
     )

@@ -1,5 +1,5 @@
-"""`rocketspark group progress|list`: a consumer group's committed offsets against the queues' ends;
-every group with its clients online and its lag."""
+"""`rocketspark group progress|list|create`: a consumer group's committed offsets against the queues'
+ends; every group with its clients online and its lag; a group's retries and FIFO consumption."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from rocketspark.cli.common import Admin, CliError, NamesrvOption, command_group, console, run_admin
+from rocketspark.cli.common import Admin, CliError, NamesrvOption, command_group, console, in_range, run_admin
 from rocketspark.cli.connection_options import client_command
 
 if TYPE_CHECKING:
     from rocketspark.protocol.body.stats import ConsumeStats, OffsetWrapper
     from rocketspark.protocol.queue import MessageQueue
 
-group_app = command_group("Consumer groups: their progress, members and lag.")
+group_app = command_group("Consumer groups: their progress, members and lag; their settings.")
 
 
 @group_app.command("progress")
@@ -124,6 +124,54 @@ async def _stats(admin: Admin, brokers: list[str], group: str) -> list[ConsumeSt
     from rocketspark.client.api.admin import get_consume_stats  # noqa: PLC0415
 
     return list(await asyncio.gather(*(get_consume_stats(admin.client, address, group) for address in brokers)))
+
+
+@group_app.command("create")
+@client_command
+def create(
+    group: Annotated[str, typer.Argument(metavar="GROUP", hidden=True)],
+    namesrv: NamesrvOption,
+    retry_max_times: Annotated[
+        int,
+        typer.Option(
+            "--retry-max-times", metavar="N", callback=in_range(0), help="retries before the dead-letter topic"
+        ),
+    ] = 16,
+    orderly: Annotated[
+        bool, typer.Option("--orderly", help="5.x consumers of the group consume in order (FIFO)")
+    ] = False,
+) -> None:
+    """Create GROUP on every master broker (or set its retries and order).
+
+    A message the group's consumers fail is retried N times, then moved to %DLQ%GROUP: a 4.x consumer
+    consumes it N + 1 times at most, a 5.x consumer is given it N + 1 times (its delivery attempts).
+    With --orderly the group's 5.x consumers are FIFO consumers (consumeMessageOrderly): a push consumer
+    retries a failing message itself, in order, before it forwards it to %DLQ%GROUP.
+    """
+    from rocketspark.client.api.admin import create_subscription_group  # noqa: PLC0415
+    from rocketspark.message.validation import validate_group  # noqa: PLC0415
+
+    try:
+        validate_group(group)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'GROUP'") from None
+
+    async def work(admin: Admin) -> dict[str, str]:
+        masters = await admin.masters()
+        await asyncio.gather(
+            *(
+                create_subscription_group(
+                    admin.client, address, group, retry_max_times=retry_max_times, consume_message_orderly=orderly
+                )
+                for address in masters.values()
+            )
+        )
+        return masters
+
+    masters = run_admin(namesrv, work)
+    kind = "orderly" if orderly else "concurrent"
+    for name, address in masters.items():
+        console().print(f"created {kind} consumer group {group} on {name} ({address}): {retry_max_times} retries")
 
 
 def register(app: typer.Typer) -> None:

@@ -16,9 +16,11 @@ def join_keys(keys: str | list[str] | tuple[str, ...] | None) -> str | None:
 
 @dataclass(slots=True)
 class Message:
-    """A message to send. `properties` holds user properties; tags, keys and the delay level have
+    """A message to send. `properties` holds user properties; tags, keys and the delivery delay have
     fields of their own. `delay_level` n > 0 delivers the message after the broker's n-th delay
-    (messageDelayLevel; Apache's defaults are 1s 5s 10s 30s 1m 2m ... 2h)."""
+    (messageDelayLevel; Apache's defaults are 1s 5s 10s 30s 1m 2m ... 2h); `deliver_time_ms`
+    delivers it at that epoch time in ms (RocketMQ 5's timer messages, the TIMER_DELIVER_MS
+    property: the bundled broker and Apache RocketMQ 5 brokers; Apache 4.x brokers ignore it)."""
 
     topic: str
     body: bytes
@@ -27,9 +29,10 @@ class Message:
     flag: int = 0
     properties: dict[str, str] = field(default_factory=dict)
     delay_level: int = 0
+    deliver_time_ms: int | None = None
 
     def all_properties(self) -> dict[str, str]:
-        """User properties plus TAGS, KEYS and DELAY, as they travel on the wire."""
+        """User properties plus TAGS, KEYS, DELAY and TIMER_DELIVER_MS, as they travel on the wire."""
         result = dict(self.properties)
         if self.tags:
             result[props.TAGS] = self.tags
@@ -37,6 +40,8 @@ class Message:
             result[props.KEYS] = self.keys
         if self.delay_level > 0:
             result[props.DELAY_TIME_LEVEL] = str(self.delay_level)
+        if self.deliver_time_ms is not None:
+            result[props.TIMER_DELIVER_MS] = str(self.deliver_time_ms)
         return result
 
 

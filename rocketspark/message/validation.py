@@ -20,6 +20,8 @@ GROUP_MAX_LENGTH = 255
 
 AUTO_CREATE_TOPIC_KEY = "TBW102"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+#: timer messages wait here until due (Apache RocketMQ 5's TimerMessageStore.TIMER_TOPIC)
+TIMER_TOPIC = "rmq_sys_wheel_timer"
 #: transactions (broker/transaction/): half messages, their end records, halves no producer resolved
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
@@ -30,10 +32,12 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 
-#: topics clients may not send to (Java's `TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`)
+#: topics clients may not send to (Java's `TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`, and the timer
+#: topic: what is stored there is delivered to the topic its REAL_TOPIC names)
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {
         SCHEDULE_TOPIC,
+        TIMER_TOPIC,
         TRANS_HALF_TOPIC,
         TRANS_OP_HALF_TOPIC,
         TRANS_CHECK_MAX_TIME_TOPIC,
@@ -171,16 +175,6 @@ def delay_level_of(properties: Mapping[str, str]) -> int:
             code=ResponseCode.MESSAGE_ILLEGAL,
         )
     return max(0, int(text))
-
-
-def validate_no_timer(properties: Mapping[str, str]) -> None:
-    """RocketMQ 5's timer messages (delivery at a time, not a delay level) would be silently ignored."""
-    if props.TIMER_DELIVER_MS in properties or props.TIMER_DELAY_SEC in properties:
-        raise ValidationError(
-            "timer messages (the TIMER_DELIVER_MS or TIMER_DELAY_SEC property) are not supported by this broker; "
-            "use a delay level (the DELAY property) instead",
-            code=ResponseCode.MESSAGE_ILLEGAL,
-        )
 
 
 #: a retry's delay level when none was asked for: this plus the times the message was consumed before

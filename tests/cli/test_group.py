@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import re
 
+import orjson
+import pytest
+
 from rocketspark import LitePullConsumer
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.sync import SyncRemotingClient
 from tests.cli.conftest import Result, run_cli
+from tests.harness import ServerFactory
 
 
 def rows(result: Result) -> list[list[str]]:
@@ -51,3 +58,20 @@ def test_group_list_counts_the_clients_online(cluster: str) -> None:
         listed = run_cli("group", "list", namesrv=cluster)
         assert listed.code == 0, listed.err
         assert [row[:2] for row in rows(listed) if row[0] == "online-app"] == [["online-app", "1"]]
+
+
+@pytest.mark.slow
+def test_group_create_sets_the_retries_and_the_order(servers: ServerFactory) -> None:
+    namesrv = servers.namesrv()
+    broker = servers.broker(namesrv.address)
+    created = run_cli("group", "create", "fifo-app", "--orderly", "--retry-max-times", "3", namesrv=namesrv.address)
+    assert created.code == 0, created.err
+    assert created.out == f"created orderly consumer group fifo-app on broker-a ({broker.address}): 3 retries\n"
+    with SyncRemotingClient() as client:
+        request = RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        answer = client.invoke(broker.address, request, timeout_s=5)
+    config = orjson.loads(answer.body)["subscriptionGroupTable"]["fifo-app"]
+    assert (config["retryMaxTimes"], config["consumeMessageOrderly"]) == (3, True)
+
+    refused = run_cli("group", "create", "no spaces", namesrv=namesrv.address)
+    assert refused.code == 2 and "GROUP" in refused.err

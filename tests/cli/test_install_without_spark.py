@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import dev_args
+
 ROOT = Path(__file__).resolve().parents[2]
 #: what a wheel of the project is built from (a copy, so that the build leaves the worktree alone)
 SOURCES = ("pyproject.toml", "README.md", "pyspark_rocketmq.py", "rocketspark", "namesrv", "broker")
@@ -67,14 +69,7 @@ def test_the_cli_and_servers_work_without_pyspark(venv: Path, tmp_path: Path) ->
         [
             venv / "rocketspark",
             "dev",
-            "--namesrv-port",
-            "0",
-            "--broker-port",
-            "0",
-            "--dashboard-port",
-            "0",
-            "--data-dir",
-            tmp_path / "data",
+            *dev_args(tmp_path / "data"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

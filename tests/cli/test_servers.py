@@ -14,6 +14,8 @@ import pytest
 
 from rocketspark.processes import ServerProcess, wait_registered
 from tests.cli.conftest import cli_env, run_cli
+from tests.harness import dev_args
+from tests.interop.v5.servers import free_port
 
 
 def test_namesrv_and_broker_commands(tmp_path: Path) -> None:
@@ -48,6 +50,8 @@ def test_server_flags_are_their_modules(tmp_path: Path) -> None:
     bad = run_cli("namesrv", "--bogus")
     assert bad.code == 2 and "unrecognized arguments: --bogus" in bad.err
     assert run_cli("dev", "--flush", "never").code == 2
+    dev_help = run_cli("dev", "--help").out
+    assert "--grpc-port PORT" in dev_help and "(default: 8081)" in " ".join(dev_help.split())
 
 
 def _lines(process: subprocess.Popen[str], count: int, timeout_s: float) -> list[str]:
@@ -67,20 +71,14 @@ def _lines(process: subprocess.Popen[str], count: int, timeout_s: float) -> list
 
 def test_dev_prints_addresses_and_data_dir(tmp_path: Path) -> None:
     data = tmp_path / "data"
+    grpc_port = free_port()  # never the default 8081 in tests
     process = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "rocketspark.cli",
             "dev",
-            "--namesrv-port",
-            "0",
-            "--broker-port",
-            "0",
-            "--dashboard-port",
-            "0",
-            "--data-dir",
-            str(data),
+            *dev_args(data, grpc_port=grpc_port),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -88,12 +86,13 @@ def test_dev_prints_addresses_and_data_dir(tmp_path: Path) -> None:
         env=cli_env(),
     )
     try:
-        lines = _lines(process, 4, 30)
+        lines = _lines(process, 5, 30)
         assert lines[0] == f"data dir: {data.resolve()}"
         assert lines[1].startswith("The Name Server boot success. listening on 127.0.0.1:")
         namesrv = lines[1].rsplit(" ", 1)[1]
-        assert lines[2].startswith("The broker[broker-a, 127.0.0.1:")
-        assert lines[3] == f"export NAMESRV_ADDR={namesrv}"
+        assert lines[2] == f"The gRPC endpoint for RocketMQ 5.x clients is at 127.0.0.1:{grpc_port}"
+        assert lines[3].startswith("The broker[broker-a, 127.0.0.1:")
+        assert lines[4] == f"export NAMESRV_ADDR={namesrv}"
         listed = run_cli("topic", "list", "--namesrv", namesrv)
         assert (listed.code, listed.out) == (0, "no topics\n")
     finally:

@@ -20,7 +20,7 @@ from rocketspark.dashboard.group_view import query_marks
 from rocketspark.processes import ServerProcess
 from rocketspark.spark.options import parse
 from rocketspark.spark.source.query_mark import mark_query
-from tests.harness import ServerFactory
+from tests.harness import ServerFactory, dev_args
 
 
 def free_port() -> int:
@@ -36,8 +36,9 @@ def page(url: str) -> str:
 
 def test_dev_serves_the_dashboard_on_its_port(tmp_path: Path) -> None:
     port = free_port()
-    args = ["dev", "--namesrv-port", "0", "--broker-port", "0", "--dashboard-port", str(port)]
-    with ServerProcess("rocketspark.cli", [*args, "--data-dir", str(tmp_path)], tmp_path / "dev.log") as dev:
+    with ServerProcess(
+        "rocketspark.cli", ["dev", *dev_args(tmp_path, dashboard_port=port)], tmp_path / "dev.log"
+    ) as dev:
         lines = []
         while not any(line.startswith("export NAMESRV_ADDR=") for line in lines):
             lines.append(dev._lines.get(timeout=30))  # the boot lines after the name server's

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from rocketspark.processes import ServerProcess
+from tests.harness import dev_args
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("README.md", "docs/client.md", "docs/getting-started.md", "docs/spark.md")
@@ -129,7 +130,7 @@ def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data = tmp_path_factory.mktemp("doc-cluster")
     process = ServerProcess(
         "rocketspark.dev",
-        ["--namesrv-port", "0", "--broker-port", "0", "--dashboard-port", "0", "--data-dir", str(data)],
+        dev_args(data),
         data / "dev.log",
     )
     process.start()

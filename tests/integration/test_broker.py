@@ -187,8 +187,10 @@ async def test_bad_input_gets_specific_answers(cluster, client) -> None:
         await send(client, broker.address, "Bad", b"x", big="p" * 40_000)
     with pytest.raises(MessageIllegalError, match="delay level"):
         await send(client, broker.address, "Bad", b"later", DELAY="soon")
-    with pytest.raises(MessageIllegalError, match="timer messages"):
-        await send(client, broker.address, "Bad", b"later", TIMER_DELAY_SEC="3")
+    with pytest.raises(MessageIllegalError, match="timerMaxDelaySec"):
+        await send(client, broker.address, "Bad", b"later", TIMER_DELAY_SEC=str(4 * 24 * 3600))
+    with pytest.raises(MessageIllegalError, match="TIMER_DELAY_MS property must be a whole number"):
+        await send(client, broker.address, "Bad", b"later", TIMER_DELAY_MS="1.5")
     header = send_header("Bad", props=properties(), sys_flag=TRANSACTION_PREPARED_TYPE)
     with pytest.raises(MessageIllegalError, match="TRAN_MSG=true"):
         await send_message(client, broker.address, BROKER_NAME, header, b"tx", msg_id="")

@@ -7,6 +7,7 @@ from pathlib import Path
 from rocketspark.client.api.route import get_route
 from rocketspark.processes import ServerProcess
 from rocketspark.remoting.client import RemotingClient
+from tests.harness import dev_args
 from tests.integration.broker_client import pull_all, send
 from tests.waiting import eventually
 
@@ -14,7 +15,7 @@ from tests.waiting import eventually
 async def test_dev_runs_a_name_server_and_a_broker(tmp_path: Path) -> None:
     process = ServerProcess(
         "rocketspark.dev",
-        ["--namesrv-port", "0", "--broker-port", "0", "--dashboard-port", "0", "--data-dir", str(tmp_path)],
+        dev_args(tmp_path),
         tmp_path / "dev.log",
     )
     namesrv = process.start()  # the first boot line is the name server's

@@ -25,7 +25,7 @@ from rocketspark.protocol.extension import ExtensionCode
 from rocketspark.remoting.client import RemotingClient
 from tests.client.conftest import Cluster
 from tests.client.test_push_consumer import FIRST, Recorder, create_topic, exactly, push_consumer, send_round_robin
-from tests.harness import ServerFactory
+from tests.harness import ServerFactory, dev_args
 from tests.integration.broker_client import pull, pull_all, send, send_batch
 from tests.waiting import eventually
 
@@ -230,18 +230,7 @@ async def test_lite_pull_and_push_consumers_read_what_a_producer_sent(
 async def test_dev_runs_an_apache_broker(tmp_path: Path, client: RemotingClient) -> None:
     process = ServerProcess(
         "rocketspark.dev",
-        [
-            "--namesrv-port",
-            "0",
-            "--broker-port",
-            "0",
-            "--dashboard-port",
-            "0",
-            "--data-dir",
-            str(tmp_path),
-            "--flavor",
-            "apache",
-        ],
+        dev_args(tmp_path, "--flavor", "apache"),
         tmp_path / "dev.log",
     )
     namesrv = process.start()  # the first boot line is the name server's

@@ -10,7 +10,7 @@ import pytest
 from rocketspark.client.api.route import get_route
 from rocketspark.processes import ServerProcess
 from rocketspark.remoting.client import RemotingClient
-from tests.harness import ServerFactory
+from tests.harness import ServerFactory, dev_args
 from tests.integration.broker_client import pull_all, send
 from tests.sockets import LISTEN, socket_inodes, tcp_sockets
 from tests.waiting import eventually
@@ -61,7 +61,7 @@ def test_broker_conf_names_the_listen_address(servers: ServerFactory, tmp_path: 
 async def test_cli_dev_binds_loopback_only(tmp_path: Path) -> None:
     process = ServerProcess(
         "rocketspark.cli",
-        ["dev", "--namesrv-port", "0", "--broker-port", "0", "--dashboard-port", "0", "--data-dir", str(tmp_path)],
+        ["dev", *dev_args(tmp_path)],
         tmp_path / "dev.log",
     )
     namesrv = process.start()

@@ -27,6 +27,7 @@ from broker.managers.subscription_group_manager import SubscriptionGroupManager
 from broker.managers.topic_config_manager import TopicConfigManager
 from broker.pull_request_hold_service import PullRequestHoldService
 from broker.schedule.delay_levels import DelayLevels
+from broker.schedule.parking import Parking
 from broker.stats import BrokerStats
 from broker.store.config import StoreConfig
 from broker.store.message_store import MessageStore
@@ -78,6 +79,7 @@ class BrokerParts:
     producers: ProducerManager
     hold: PullRequestHoldService
     delay_levels: DelayLevels
+    parking: Parking
     transactions: TransactionService
 
 
@@ -94,7 +96,7 @@ class SendParts:
     address: str
     topics: TopicConfigManager
     subscription_groups: SubscriptionGroupManager
-    delay_levels: DelayLevels
+    parking: Parking
     store: MessageStore
     stats: BrokerStats
 
@@ -168,6 +170,7 @@ async def open_parts(root: Path, **settings: Any) -> AsyncIterator[BrokerParts]:
             store, producers, checks, transaction_writer, lambda topic: topics.create_internal_topic(topic, 1)
         )
         await transactions.load()  # not started: no periodic check runs
+        levels = DelayLevels(store_config.delay_levels_ms())
         try:
             yield BrokerParts(
                 config=config,
@@ -181,7 +184,8 @@ async def open_parts(root: Path, **settings: Any) -> AsyncIterator[BrokerParts]:
                 consumers=ConsumerManager(config.channel_expired_timeout, lambda group: None),
                 producers=producers,
                 hold=hold,
-                delay_levels=DelayLevels(store_config.delay_levels_ms()),
+                delay_levels=levels,
+                parking=Parking(levels, timer_max_delay_s=store_config.timer_max_delay_sec),
                 transactions=transactions,
             )
         finally:

@@ -113,7 +113,7 @@ def test_stored_standard_batch_pulls_as_per_message_records(
 ) -> None:
     """Body -> broker batch -> stored batch -> pull body, against encode_record of every message."""
     entries = as_entries(drawn)
-    taken = read_standard_batch(per_message_body(entries), max_message_size=MAX_BODY, sys_flag=sys_flag)
+    taken = read_standard_batch(per_message_body(entries), max_message_size=MAX_BODY, sys_flag=sys_flag, timers=True)
     assert taken.wait_store_ok == all(p.get(props.WAIT_STORE_MSG_OK) != "false" for *_, p in drawn)
     for name, key in (("tags", props.TAGS), ("keys", props.KEYS), ("uniq_key", props.UNIQ_KEY)):
         assert taken.batch.column(name).to_pylist() == [p.get(key) or None for *_, p in drawn]
@@ -213,9 +213,9 @@ def test_a_batch_is_refused_exactly_when_a_message_check_would(
     refused = level != 0 or (half or "").lower() == "true"
     if refused:
         with pytest.raises(ValidationError):
-            read_standard_batch(per_message_body(entries), max_message_size=MAX_BODY, sys_flag=0)
+            read_standard_batch(per_message_body(entries), max_message_size=MAX_BODY, sys_flag=0, timers=True)
     else:
-        taken = read_standard_batch(per_message_body(entries), max_message_size=MAX_BODY, sys_flag=0)
+        taken = read_standard_batch(per_message_body(entries), max_message_size=MAX_BODY, sys_flag=0, timers=True)
         assert taken.batch.num_rows == copies + 1
 
 
@@ -230,4 +230,4 @@ def test_a_batch_is_refused_exactly_when_a_message_check_would(
 )
 def test_bad_batches_are_refused_whole(entries: list[tuple[int, bytes, str]], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
-        read_standard_batch(per_message_body(entries), max_message_size=10, sys_flag=0)
+        read_standard_batch(per_message_body(entries), max_message_size=10, sys_flag=0, timers=True)

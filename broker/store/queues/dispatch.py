@@ -1,5 +1,9 @@
 """Dispatch: stored batches become consume queue entries and index entries.
 
+The entries of the timer topic (rmq_sys_wheel_timer) carry their message's due time, its
+TIMER_OUT_MS property, as their tag code, as Apache's entries of SCHEDULE_TOPIC_XXXX carry the
+delivery time: the timer service (broker/schedule/timer_service.py) reads due times from the queue.
+
 The store calls `dispatch` (Arrow batches, read back by recovery too) or `dispatch_sends` (commit
 rounds of standard sends, from the values the sends carried: :class:`StandardSend`) once a batch is
 written; arrival listeners hear of
@@ -26,6 +30,8 @@ from broker.store.queues.index import INDEXED_COLUMNS, IndexService, index_entri
 from rocketspark.message.batches.columns import tag_code, tag_codes
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.ids import offset_msg_id
+from rocketspark.message.properties import codec as props
+from rocketspark.message.validation import TIMER_TOPIC
 
 #: called with (topic, queue id, new max offset, tag codes of the new messages) after every store
 ArrivalListener = Callable[[str, int, int, np.ndarray], None]
@@ -45,6 +51,9 @@ class SentMessage(Protocol):
 
     @property
     def uniq_key(self) -> str | None: ...
+
+    @property
+    def properties(self) -> str: ...
 
 
 class StandardSend(Protocol):
@@ -72,6 +81,20 @@ class StandardSend(Protocol):
 
 
 _INDEX_BATCH_ROWS = 50_000
+_DUE_PATTERN = f"(?:^|{props.PROPERTY_SEPARATOR}){props.TIMER_OUT_MS}{props.NAME_VALUE_SEPARATOR}(?P<due>[0-9]{{1,18}})"
+
+
+def due_code(properties: str) -> int:
+    """The tag code of a timer topic entry: the message's TIMER_OUT_MS (0 when it has none)."""
+    return int(props.decode_properties(properties).get(props.TIMER_OUT_MS) or 0)
+
+
+def due_codes(properties: pa.Array) -> np.ndarray:
+    """:func:`due_code` of many messages' properties at once."""
+    due = pc.extract_regex(properties, _DUE_PATTERN).field("due")
+    return np.asarray(pc.fill_null(pc.cast(due, pa.int64()), 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
 #: what the index needs of a message of a standard send: topic, keys, msg id, commit log offset, store time
 _SentRow = tuple[str, str | None, str, int, int]
 _INDEXED_SCHEMA = pa.schema([STORED_SCHEMA.field(name) for name in INDEXED_COLUMNS])
@@ -142,10 +165,11 @@ class Dispatcher:
                 for i, m in enumerate(request.messages)
             )
             first_row = request.first_commit_log_offset - position
+            code = due_code if request.topic == TIMER_TOPIC else None
             # one tuple per entry: for the few messages of a send, cheaper than a numpy call per field
             entries = np.array(
                 [
-                    (position, first_row + i, len(m.body), tag_code(m.tags), store_ts)
+                    (position, first_row + i, len(m.body), code(m.properties) if code else tag_code(m.tags), store_ts)
                     for i, m in enumerate(request.messages)
                 ],
                 dtype=CQ_ENTRY,
@@ -182,7 +206,10 @@ class Dispatcher:
             entries["batch_pos"] = position
             entries["row"] = rows
             entries["size"] = sizes[rows]
-            entries["tags_code"] = codes[rows]
+            if topic == TIMER_TOPIC:
+                entries["tags_code"] = due_codes(batch.column("properties").take(pa.array(rows)))
+            else:
+                entries["tags_code"] = codes[rows]
             entries["store_ts"] = store_ts[rows]
             self._append_entries(topic, queue_id, int(queue_offsets[first]), entries)
         self._unindexed.append((segment_start, batch.select(INDEXED_COLUMNS)))

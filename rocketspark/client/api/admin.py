@@ -5,6 +5,7 @@ from __future__ import annotations
 import orjson
 
 from rocketspark.client.api.common import call
+from rocketspark.message.validation import DEFAULT_MAX_RECONSUME_TIMES
 from rocketspark.protocol.body.consumer import ConsumerConnection
 from rocketspark.protocol.body.kv import KVTable
 from rocketspark.protocol.body.stats import BrokerStatsData, ConsumeStats, ResetOffsetBody, TopicStatsTable
@@ -77,6 +78,34 @@ async def get_consume_stats(
     request = RemotingCommand.request(RequestCode.GET_CONSUME_STATS, GetConsumeStatsRequestHeader(group, topic))
     response = await call(client, broker_addr, request, timeout_s)
     return ConsumeStats.from_json(response.body)
+
+
+async def create_subscription_group(
+    client: RemotingClient,
+    broker_addr: str,
+    group: str,
+    *,
+    retry_max_times: int = DEFAULT_MAX_RECONSUME_TIMES,
+    consume_message_orderly: bool = False,
+    timeout_s: float | None = None,
+) -> None:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), as `mqadmin updateSubGroup` sends it: a group whose
+    messages are retried `retry_max_times` times (5.x consumers: that many + 1 delivery attempts), and
+    whose 5.x consumers are FIFO consumers with `consume_message_orderly`."""
+    body = {
+        "groupName": group,
+        "consumeEnable": True,
+        "consumeFromMinEnable": True,
+        "consumeBroadcastEnable": True,
+        "consumeMessageOrderly": consume_message_orderly,
+        "retryQueueNums": 1,
+        "retryMaxTimes": retry_max_times,
+        "brokerId": 0,
+        "whichBrokerWhenConsumeSlowly": 1,
+        "notifyConsumerIdsChangedEnable": True,
+    }
+    request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(body))
+    await call(client, broker_addr, request, timeout_s)
 
 
 async def get_subscription_groups(

@@ -203,9 +203,13 @@ class AsyncProducer(AsyncClient):
         validate_body(message.body, self.max_message_size)
         reserved = props.SYSTEM_KEYS & message.properties.keys()
         if reserved:
-            raise ValidationError(f"user properties may not use the system keys {sorted(reserved)}")
+            timed = reserved & {props.TIMER_DELIVER_MS, props.TIMER_DELAY_SEC, props.TIMER_DELAY_MS}
+            hint = " (a delivery time is Message(..., deliver_time_ms=...))" if timed else ""
+            raise ValidationError(f"user properties may not use the system keys {sorted(reserved)}{hint}")
         if message.delay_level < 0:
             raise ValidationError(f"the delay level must be 0 (none) or positive, got {message.delay_level}")
+        if message.delay_level and message.deliver_time_ms is not None:
+            raise ValidationError("a message has a delay level or a delivery time (deliver_time_ms), not both")
         uniq_key = uniq_key or self._ids.next()
         properties = message.all_properties()
         properties[props.UNIQ_KEY] = uniq_key
@@ -303,8 +307,11 @@ class AsyncProducer(AsyncClient):
         for message in messages:
             if message.topic != topic:
                 raise ValidationError(f"a batch holds one topic; got {topic} and {message.topic}")
-            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or message.delay_level:
-                raise ValidationError("batches may not hold retry-topic or delayed messages; send them one by one")
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or message.delay_level or message.deliver_time_ms is not None:
+                raise ValidationError(
+                    "batches may not hold retry-topic or delayed (delay_level, deliver_time_ms) messages; "
+                    "send them one by one"
+                )
             header, _, uniq_key = self._prepare(
                 Message(topic, message.body, message.tags, message.keys, message.flag, message.properties)
             )

@@ -134,8 +134,8 @@ class AsyncTransactionProducer(AsyncProducer):
     ) -> tuple[SendResult, HalfMessage]:
         """Send `message` as a half message (no consumer sees it until it is committed), within
         `timeout_ms` (default: the producer's `send_timeout_ms`)."""
-        if message.delay_level:
-            raise ValidationError("a transactional message may not be delayed (delay_level)")
+        if message.delay_level or message.deliver_time_ms is not None:
+            raise ValidationError("a transactional message may not be delayed (delay_level, deliver_time_ms)")
         header, body, uniq_key = self._prepare(message, uniq_key)
         properties = props.decode_properties(header.properties or "")
         properties[props.TRANSACTION_PREPARED] = "true"

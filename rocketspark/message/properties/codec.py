@@ -34,10 +34,17 @@ MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
 SHARDING_KEY = "__SHARDINGKEY"
 MSG_REGION = "MSG_REGION"
 TRACE_SWITCH = "TRACE_ON"
-TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+#: RocketMQ 5's timer messages: delivered at an epoch time in ms, or after seconds or ms from the send
 TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
-#: the bundled broker's mark on a delayed message it delivered (`<level>:<offset>` in SCHEDULE_TOPIC_XXXX);
-#: its schedule service counts these at start-up, so the broker never takes it from a client
+TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+TIMER_DELAY_MS = "TIMER_DELAY_MS"
+#: set by the broker on a parked timer message: the epoch ms it is due (a message carrying it is never parked again)
+TIMER_OUT_MS = "TIMER_OUT_MS"
+#: set by the broker: how often a parked timer message was written again while it waited
+TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
+#: the bundled broker's mark on a parked message it delivered: `<level>:<offset>` in SCHEDULE_TOPIC_XXXX,
+#: `timer:<offset>` in the timer topic; its services count these at start-up, so the broker never takes
+#: it from a client
 SCHEDULE_ORIGIN = "SCHEDULE_ORIGIN"
 
 #: Keys the system sets; user properties must not use them.
@@ -65,6 +72,9 @@ SYSTEM_KEYS = frozenset(
         TRACE_SWITCH,
         TIMER_DELAY_SEC,
         TIMER_DELIVER_MS,
+        TIMER_DELAY_MS,
+        TIMER_OUT_MS,
+        TIMER_ROLL_TIMES,
         SCHEDULE_ORIGIN,
     }
 )
