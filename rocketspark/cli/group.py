@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rocketspark.protocol.body.stats import ConsumeStats, OffsetWrapper
     from rocketspark.protocol.queue import MessageQueue
 
-group_app = command_group("Consumer groups: their progress, members and lag; their settings.")
+group_app = command_group("Consumer groups: progress, members, lag and settings.")
 
 
 @group_app.command("progress")
@@ -141,7 +141,7 @@ def create(
         bool, typer.Option("--orderly", help="5.x consumers of the group consume in order (FIFO)")
     ] = False,
 ) -> None:
-    """Create GROUP on every master broker (or set its retries and order).
+    """Create GROUP or set its retries and order (every master broker).
 
     A message the group's consumers fail is retried N times, then moved to %DLQ%GROUP: a 4.x consumer
     consumes it N + 1 times at most, a 5.x consumer is given it N + 1 times (its delivery attempts).
