@@ -15,6 +15,8 @@ import pytest
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
+from rocketspark.message.properties import codec as props
+from rocketspark.message.validation import TRANS_HALF_TOPIC
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all
@@ -77,6 +79,28 @@ def half_queue_settled(cluster: SparkCluster) -> Callable[[], bool]:
     return settled
 
 
+def copies_while_sending(cluster: SparkCluster, topic: str) -> int:
+    """Copies of half messages of `topic` that the brokers' checks wrote back before the last one
+    was sent: while a task was still sending (a half message is copied once it is open for
+    transactionTimeOut, or from the start with check immunity)."""
+
+    async def pull() -> int:
+        client = RemotingClient()
+        try:
+            found = 0
+            for broker in cluster.brokers.values():
+                halves = await pull_all(client, broker.address, TRANS_HALF_TOPIC, 0)
+                ours = [m for m in halves if m.properties.get(props.REAL_TOPIC) == topic]
+                copies = [m for m in ours if props.TRANSACTION_CHECK_TIMES in m.properties]
+                last_sent = max(m.born_timestamp for m in ours if props.TRANSACTION_CHECK_TIMES not in m.properties)
+                found += sum(1 for m in copies if m.store_timestamp < last_sent)
+            return found
+        finally:
+            await client.close()
+
+    return asyncio.run(pull())
+
+
 #: rows of the copy test: one task, 4 s of the slow UDF
 ROWS_OPEN = 40
 
@@ -114,7 +138,9 @@ def test_batches_open_longer_than_the_check_timeout_write_every_row_once_on_apac
     with rows_reach_the_sink_as_made(spark, 5):
         run(slow(F.col("body").cast("string")))
     assert visible(apache, target) == Counter(bodies)
-    # copies were written back while the batch was open: at least one round for most half messages
+    # copies were written back while the batch was open, its task still sending, at least one round
+    # for most half messages
+    assert copies_while_sending(apache, target) > 0
     assert half_messages(apache) >= halves_before + len(bodies) * 3 // 2
     assert forget_last_commit(checkpoint) == 0  # the batch replayed, as after a driver that died
     run(F.col("body").cast("string"))
