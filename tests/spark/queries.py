@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -62,6 +63,31 @@ def run_available_now(
     assert finished, "the AvailableNow query did not finish"
     assert not expect_error, "the query did not fail"
     return query
+
+
+@contextlib.contextmanager
+def rows_reach_the_sink_as_made(spark: SparkSession, rows: int) -> Iterator[None]:
+    """Meanwhile the sink gets a task's rows `rows` at a time as the query makes them, not at its end.
+
+    Spark hands a Python data source writer its input as an Arrow stream written through a buffer of
+    spark.sql.execution.pandas.udf.buffer.size bytes (unset: spark.buffer.size, 64 KiB). Batches of
+    short rows wait there until the task's last row (or its failure, and the sink gets none of them),
+    whatever maxRecordsPerBatch says; a buffer smaller than one batch passes each on at once."""
+    settings = {
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(rows),
+        "spark.sql.execution.pandas.udf.buffer.size": "64",
+    }
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def start_stream(frame: DataFrame, output: Path, checkpoint: Path) -> StreamingQuery:

@@ -8,18 +8,20 @@ import asyncio
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
+from rocketspark.message.properties import codec as props
+from rocketspark.message.validation import TRANS_HALF_TOPIC
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all
 from tests.spark.cluster import SparkCluster, two_brokers_on
-from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, stream
+from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, rows_reach_the_sink_as_made, stream, wait_for
 from tests.spark.test_exactly_once import finish
 from tests.spark.test_sink_brokers import fill
 from tests.spark.test_sink_transactions import (
@@ -54,18 +56,6 @@ def apache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
         factory.stop_all()
 
 
-@pytest.fixture
-def apache_alone(tmp_path: Path) -> Iterator[SparkCluster]:
-    """Brokers of one test: Apache's check stops at the first half message still immune
-    (CHECK_IMMUNITY_TIME_IN_SECONDS, 60 s by default), so half messages that an earlier test left
-    immune in a shared half queue would keep the checks from reaching this test's."""
-    factory = ServerFactory(tmp_path / "servers")
-    try:
-        yield two_brokers_on(factory, *APACHE_SETTINGS)
-    finally:
-        factory.stop_all()
-
-
 @pytest.fixture(scope="module")
 def bundled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     factory = ServerFactory(tmp_path_factory.mktemp("bundled-transactions-cluster"))
@@ -75,58 +65,88 @@ def bundled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
         factory.stop_all()
 
 
+def half_queue_settled(cluster: SparkCluster) -> Callable[[], bool]:
+    """A condition that holds once no half message was stored for three check rounds: each round
+    writes back a copy of every half message still open, so none is open any more."""
+    seen = [-1, time.monotonic()]
+
+    def settled() -> bool:
+        count = half_messages(cluster)
+        if count != seen[0]:
+            seen[:] = [count, time.monotonic()]
+        return time.monotonic() - seen[1] > 3.0
+
+    return settled
+
+
+def copies_while_sending(cluster: SparkCluster, topic: str) -> int:
+    """Copies of half messages of `topic` that the brokers' checks wrote back before the last one
+    was sent: while a task was still sending (a half message is copied once it is open for
+    transactionTimeOut, or from the start with check immunity)."""
+
+    async def pull() -> int:
+        client = RemotingClient()
+        try:
+            found = 0
+            for broker in cluster.brokers.values():
+                halves = await pull_all(client, broker.address, TRANS_HALF_TOPIC, 0)
+                ours = [m for m in halves if m.properties.get(props.REAL_TOPIC) == topic]
+                copies = [m for m in ours if props.TRANSACTION_CHECK_TIMES in m.properties]
+                last_sent = max(m.born_timestamp for m in ours if props.TRANSACTION_CHECK_TIMES not in m.properties)
+                found += sum(1 for m in copies if m.store_timestamp < last_sent)
+            return found
+        finally:
+            await client.close()
+
+    return asyncio.run(pull())
+
+
+#: rows of the copy test: one task, 4 s of the slow UDF
+ROWS_OPEN = 40
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3 * QUERY_TIMEOUT_S + 120)
-# In the whole suite (after test_sink_transactions.py) the batches make no copy, with or without
-# immunity, though they do when this module runs alone: the cause is not found yet. The copies
-# themselves are shown on the broker by tests/transaction/test_apache_checks.py.
-@pytest.mark.xfail(reason="no copy is made when run after test_sink_transactions.py; cause not found", strict=False)
-@pytest.mark.parametrize("max_open", ["3"])
+@pytest.mark.parametrize("max_open", ["0", "3"])
 def test_batches_open_longer_than_the_check_timeout_write_every_row_once_on_apache(
-    spark: SparkSession, apache_alone: SparkCluster, tmp_path: Path, max_open: str
+    spark: SparkSession, apache: SparkCluster, tmp_path: Path, max_open: str
 ) -> None:
-    """A slow UDF keeps each batch's half messages open for seconds: Apache's check writes them back
+    """A slow UDF keeps a batch's half messages open for seconds: Apache's check writes them back
     and asks about the copies while the batch is open (UNKNOWN, no record yet; with
     transactionMaxOpenSeconds=3 only once that passed) and after the commit (ROLLBACK: the driver's
-    ENDs stored every row). A replayed batch, committed before, ends nothing again."""
+    ENDs stored every row). The batch replayed, committed before, ends nothing again."""
     source, target = f"TxApIn{max_open}", f"TxApOut{max_open}"
-    apache_alone.create_topic(source, queues=2, on=("broker-a",))
-    apache_alone.create_topic(target)
-    bodies = fill(apache_alone, source, 600)
+    apache.create_topic(source, queues=2, on=("broker-a",))
+    apache.create_topic(target)
+    bodies = fill(apache, source, ROWS_OPEN)  # one queue: one task, one batch
 
     @F.udf("string")
     def slow(body: str) -> str:
-        time.sleep(0.06)  # 150 rows a task: 9 s; a task's first rows reach the sink 100 at a time
+        time.sleep(0.1)  # 4 s a task; a half message sent every 5 rows: most stay open for seconds
         return body
 
-    halves_before = half_messages(apache_alone)
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "20")  # rows are sent as they come
+    halves_before = half_messages(apache)
     checkpoint = tmp_path / "ckpt"
 
-    def run() -> None:
-        frame = stream(
-            spark, apache_alone, source, f"{source}_copier", startingOffsets="earliest", maxMessagesPerTrigger="300"
-        )
-        frame = frame.select(slow(F.col("body").cast("string")).alias("body"))
-        writer = (
-            frame.writeStream.format("rocketmq").option("nameserver", apache_alone.namesrv_addr).option("topic", target)
-        )
+    def run(body: Column) -> None:
+        frame = stream(spark, apache, source, f"{source}_copier", startingOffsets="earliest")
+        writer = frame.select(body.alias("body")).writeStream.format("rocketmq").option("topic", target)
+        writer = writer.option("nameserver", apache.namesrv_addr).option("checkpointLocation", str(checkpoint))
         writer = writer.option("transactional", "true").option("transactionMaxOpenSeconds", max_open)
-        writer = writer.option("checkpointLocation", str(checkpoint))
         finish(writer.trigger(availableNow=True).start())
 
-    try:
-        run()
-        assert visible(apache_alone, target) == Counter(bodies)
-        # copies were written back (at least one round per open half message)
-        assert half_messages(apache_alone) > halves_before + len(bodies)
-        assert forget_last_commit(checkpoint) >= 1  # the last batch replayed, as after a driver that died
-        run()
-        with group_member(apache_alone, target):  # answers the later rounds' checks of the copies
-            time.sleep(5 if max_open == "0" else 8)
-    finally:
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    assert visible(apache_alone, target) == Counter(bodies)
+    with rows_reach_the_sink_as_made(spark, 5):
+        run(slow(F.col("body").cast("string")))
+    assert visible(apache, target) == Counter(bodies)
+    # copies were written back while the batch was open, its task still sending, at least one round
+    # for most half messages
+    assert copies_while_sending(apache, target) > 0
+    assert half_messages(apache) >= halves_before + len(bodies) * 3 // 2
+    assert forget_last_commit(checkpoint) == 0  # the batch replayed, as after a driver that died
+    run(F.col("body").cast("string"))
+    with group_member(apache, target):  # answers the later rounds' checks of the copies
+        wait_for(half_queue_settled(apache), "no half message open", 60)
+    assert visible(apache, target) == Counter(bodies)
 
 
 @pytest.mark.slow
@@ -150,7 +170,6 @@ def test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_onc
             raise RuntimeError("the first attempt of this task fails here")
         return body
 
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")  # the task sends rows before it fails
     reader = Reader(apache, "TxApFailOut")
     reader.start()
     frame = stream(spark, apache, "TxApFailIn", "TxApFail_copier", startingOffsets="earliest")
@@ -158,15 +177,17 @@ def test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_onc
     writer = writer.option("nameserver", apache.namesrv_addr).option("topic", "TxApFailOut")
     writer = writer.option("transactional", "true").option("checkpointLocation", str(tmp_path / "ckpt"))
     writer = writer.option("transactionMaxOpenSeconds", "0")
+    halves_before = half_messages(apache)
     try:
-        query = writer.trigger(availableNow=True).start()
-        with pytest.raises(Exception, match="first attempt of this task fails"):
-            query.awaitTermination(QUERY_TIMEOUT_S)
+        with rows_reach_the_sink_as_made(spark, 50):  # the task sends rows before it fails
+            query = writer.trigger(availableNow=True).start()
+            with pytest.raises(Exception, match="first attempt of this task fails"):
+                query.awaitTermination(QUERY_TIMEOUT_S)
+        assert half_messages(apache) > halves_before  # the failed attempt's half messages
         finish(writer.trigger(availableNow=True).start())
         with group_member(apache, "TxApFailOut"):  # answers the checks of stray copies
-            time.sleep(5)
+            wait_for(half_queue_settled(apache), "no half message open", 60)
     finally:
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
         reader.stopping.set()
         reader.join(30)
     committed_attempts_only(reader)
