@@ -34,10 +34,14 @@ def tcp_sockets() -> list[TcpSocket]:
 
 
 def socket_inodes(pid: int) -> set[int]:
-    """The inodes of the sockets process `pid` holds (OSError when it is gone or not ours)."""
+    """The inodes of the sockets process `pid` holds (OSError when it is gone or not ours); a file it
+    closes while they are read is left out."""
     inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
-        target = os.readlink(fd)
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # closed since the listing (the process goes on working meanwhile)
+            continue
         if target.startswith("socket:["):
             inodes.add(int(target[len("socket:[") : -1]))
     return inodes
