@@ -114,14 +114,14 @@ async def test_a_restart_keeps_the_parked_messages_and_their_times(
     topic = "TimerRestart"
     await admin.create_topic(client, broker.address, TopicConfig(topic, 1, 1))
     start = now_ms()
-    dues = [start + 200, start + 400] + [start + 6000 + 100 * i for i in range(10)]
+    dues = [start + 200, start + 400] + [start + 10_000 + 100 * i for i in range(10)]
     for i, due in enumerate(dues):
         await send(client, broker.address, topic, b"r%02d" % i, TIMER_DELIVER_MS=str(due), UNIQ_KEY=f"R{i}")
     await eventually(lambda: _count(client, broker, topic, 2), timeout_s=5, interval_s=0.02, what="the first two")
     broker.stop()
     broker = servers.broker(namesrv.address, *WINDOW_OFF, data_dir=data_dir)
     assert now_ms() < dues[2], "the restart took longer than the test allows"
-    await eventually(lambda: _count(client, broker, topic, 12), timeout_s=15, interval_s=0.02, what="the rest")
+    await eventually(lambda: _count(client, broker, topic, 12), timeout_s=20, interval_s=0.02, what="the rest")
     await asyncio.sleep(0.3)
     stored = await pull_all(client, broker.address, topic, 0)
     assert [m.body for m in stored] == [b"r%02d" % i for i in range(12)]
