@@ -26,6 +26,7 @@ from broker.processors.admin_group import GroupAdminProcessor
 from broker.processors.admin_offset import OffsetAdminProcessor
 from broker.processors.admin_topic import TopicAdminProcessor
 from broker.processors.arrow import ArrowSendProcessor
+from broker.processors.arrow_half import ArrowHalfSendProcessor
 from broker.processors.client_manage import ClientManageProcessor
 from broker.processors.consumer_manage import ConsumerManageProcessor
 from broker.processors.end_transaction import EndTransactionProcessor
@@ -145,6 +146,7 @@ class BrokerController:
             SendMessageProcessor(self),
             SendBackProcessor(self),
             ArrowSendProcessor(self),
+            ArrowHalfSendProcessor(self),
             PullMessageProcessor(self),
             ConsumerManageProcessor(self),
             ClientManageProcessor(self),

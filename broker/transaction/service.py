@@ -5,7 +5,10 @@ rollback stores the end record only. Beyond Apache RocketMQ (which stores a comm
 half message is committed at most once: ends of one half message wait for each other on the event
 loop, and one that finds it committed or rolled back changes nothing, whether it is a retry, a
 check's answer racing the producer's own end, or comes after a restart (broker/transaction/state.py);
-one that contradicts how it ended is refused (SYSTEM_ERROR). `flavor=apache` runs
+one that contradicts how it ended is refused (SYSTEM_ERROR). END_TRANSACTION_RANGE (this project's,
+with ARROW_SEND_HALF_MESSAGE) ends the half messages of one transaction in a range of the half queue
+a step at a time, committing each real queue's rows as producer batches (range_end.py), under the
+same rules. `flavor=apache` runs
 :class:`broker.transaction.apache.ApacheTransactionService` instead, which ends and checks as Apache 4.9.
 
 Every `transactionCheckInterval` ms the check goes through the half messages not ended, oldest
@@ -23,15 +26,16 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from broker.managers.producer_manager import ProducerManager
 from broker.store.message_store import MessageStore
-from broker.store.results import GetStatus
+from broker.store.results import GetStatus, PutResult
 from broker.store.writer.append_requests import StandardMessage
 from broker.transaction.half import (
     EndKind,
@@ -42,6 +46,7 @@ from broker.transaction.half import (
     immunity_ms,
     real_queue,
 )
+from broker.transaction.range_end import CommitRun, HalfBatch, HalfBatches, RangeStep, transaction_rows
 from broker.transaction.state import TransactionState
 from rocketspark.errors import RocketMQError, ValidationError
 from rocketspark.fileutil import AtomicFileWriter
@@ -52,7 +57,11 @@ from rocketspark.message.records.encoding import encode_records
 from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.headers.transaction import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketspark.protocol.headers.transaction import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRangeRequestHeader,
+    EndTransactionRequestHeader,
+)
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
@@ -60,6 +69,9 @@ log = logging.getLogger(__name__)
 #: half messages or end records read in one step
 _STEP_MESSAGES = 1024
 _STEP_BYTES = 16 * 1024 * 1024
+#: half-queue offsets one END_TRANSACTION_RANGE request goes through at most, and in one step
+RANGE_REQUEST_MESSAGES = 65_536
+RANGE_STEP_MESSAGES = 8192
 #: how often the progress is written while the commit log grows
 _PERSIST_INTERVAL_S = 1.0
 
@@ -92,6 +104,7 @@ class TransactionService:
         self._ending: dict[int, tuple[asyncio.Future[None], int]] = {}  # half offset -> (end, log offset before)
         self._op_writes: dict[int, int] = {}  # end records being written: their number -> op queue offset before
         self._op_numbers = itertools.count()
+        self._half_batches = HalfBatches()
         self._services = [
             PeriodicService("check-transactions", settings.interval_ms / 1000, self.check),
             PeriodicService("persist-transactions", _PERSIST_INTERVAL_S, self._persist_if_moved),
@@ -111,11 +124,13 @@ class TransactionService:
             for row in rows:
                 record = ended(row)
                 if record is not None:
-                    self.state.end(*record)
+                    offsets, kind = record
+                    for half_offset in offsets:
+                        self.state.end(half_offset, kind)
         log.info("transaction end records %d..%d read back (the progress counted those before)", first, offset)
         unrecorded = self.state.committed_since_watermark(self._store.commit_log)
-        for half_offset in unrecorded:
-            await self._record_end(half_offset, EndKind.COMMIT)
+        if unrecorded:
+            await self._record_end(sorted(set(unrecorded)), EndKind.COMMIT)
         if unrecorded:
             log.info("%d committed half message(s) had no end record after a crash; recorded now", len(unrecorded))
         self._persist()
@@ -156,6 +171,141 @@ class TransactionService:
             del self._ending[offset]
             done.set_result(None)
         return f"{kind.value} of the half message at offset {offset} stored"
+
+    def remember(self, batch: HalfBatch) -> None:
+        """A batch of half messages was stored (ARROW_SEND_HALF_MESSAGE): its range end reads no
+        property of its rows."""
+        self._half_batches.add(batch)
+
+    async def end_range(
+        self,
+        header: EndTransactionRangeRequestHeader,
+        kind: EndKind,
+        permit: Callable[[list[str]], None] | None = None,
+    ) -> tuple[int, int]:
+        """END_TRANSACTION_RANGE: end the half messages of the header's transaction from its first
+        offset on, at most RANGE_REQUEST_MESSAGES offsets of the range (range_end.py); (where to go on,
+        how many of them this ended or found ended alike). An end that contradicts a stored one is
+        refused (SYSTEM_ERROR), nothing of its step done; `permit` gets the real topics of each step's
+        half messages first (ACL: it raises for one the producer may not publish to).
+
+        The steps go in offset order, each step's commits queued once the step before is stored (so
+        each real queue gets the rows in their order) while the next step is read and prepared."""
+        last = header.last_offset
+        offset = max(header.first_offset, self._store.min_offset(TRANS_HALF_TOPIC, 0))
+        budget = min(header.max_messages or RANGE_REQUEST_MESSAGES, RANGE_REQUEST_MESSAGES)
+        stop = min(last + 1, offset + budget, self._store.max_offset(TRANS_HALF_TOPIC, 0))
+        if offset >= stop:  # nothing stored from there on: the rest of the range is not there
+            return max(offset, last + 1) if offset >= self._store.max_offset(TRANS_HALF_TOPIC, 0) else stop, 0
+        found = 0
+        previous: list[asyncio.Future[PutResult]] = []
+        finishing: list[asyncio.Task[None]] = []
+        try:
+            async for step in self._range_steps(header, offset, stop):
+                if permit is not None and step.topics:
+                    permit(step.topics)
+                found += len(step.offsets)
+                todo = await self._todo(step.offsets, kind, header.transaction_id)
+                if not todo:
+                    continue
+                rows = step.rows
+                if len(todo) < len(step.offsets):
+                    rows = rows.filter(pc.is_in(rows.column("queue_offset"), pa.array(todo, pa.int64())))
+                done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._ending.update(dict.fromkeys(todo, (done, self._store.commit_log.max_offset)))
+                try:
+                    runs = step.commits(rows) if kind is EndKind.COMMIT else []
+                    await asyncio.gather(*previous)  # the step before is stored: this one's rows come after
+                except BaseException:
+                    self._forget_ending(todo, done)
+                    raise
+                previous = [self._put_commit(run) for run in runs]
+                finishing.append(asyncio.ensure_future(self._finish_step(previous, todo, kind, done)))
+        finally:
+            results = await asyncio.gather(*finishing, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return min(stop, last + 1), found
+
+    async def _range_steps(
+        self, header: EndTransactionRangeRequestHeader, offset: int, stop: int
+    ) -> AsyncIterator[RangeStep]:
+        """The steps of a range end from `offset` to `stop`: the rows of remembered batches of the
+        transaction, and of what no remembered batch covers, by their properties."""
+        group, transaction_id = header.producer_group, header.transaction_id
+        position = offset
+        for batch in self._half_batches.between(offset, stop):
+            if batch.first > position:
+                async for step in self._steps_by_properties(group, transaction_id, position, batch.first):
+                    yield step
+            start, end = max(batch.first, position), min(batch.end, stop)
+            if batch.group == group and batch.transaction_id == transaction_id:
+                for piece in range(start, end, RANGE_STEP_MESSAGES):
+                    count = min(RANGE_STEP_MESSAGES, end - piece)
+                    table, _ = await self._read_table(TRANS_HALF_TOPIC, piece, count)
+                    if table is None or table.num_rows != count or table.column("queue_offset")[0].as_py() != piece:
+                        async for step in self._steps_by_properties(group, transaction_id, piece, piece + count):
+                            yield step  # not all there (deleted files): what is
+                        continue
+                    yield RangeStep.of_batch(table, batch)
+            position = max(position, end)
+        if position < stop:
+            async for step in self._steps_by_properties(group, transaction_id, position, stop):
+                yield step
+
+    async def _steps_by_properties(
+        self, group: str, transaction_id: str, offset: int, stop: int
+    ) -> AsyncIterator[RangeStep]:
+        while offset < stop:
+            table, next_offset = await self._read_table(
+                TRANS_HALF_TOPIC, offset, min(RANGE_STEP_MESSAGES, stop - offset)
+            )
+            if table is None:
+                return
+            yield RangeStep.of_rows(transaction_rows(table, group, transaction_id, stop - 1))
+            offset = next_offset
+
+    async def _todo(self, offsets: list[int], kind: EndKind, transaction_id: str) -> list[int]:
+        """Those of `offsets` not ended yet, once the ends of them under way are over; refuses (SYSTEM_ERROR)
+        when one ended the other way."""
+        while busy := [o for o in offsets if o in self._ending]:  # single ends under way decide first
+            await asyncio.shield(self._ending[busy[0]][0])
+        finals = self.state.final_kinds(offsets)
+        refused = next((final for final in finals if final is not None and final is not kind), None)
+        if refused is not None:
+            raise _refusal(
+                f"a half message of transaction {transaction_id} was {_PAST[refused]} already: this "
+                f"{kind.value} of its range is not done"
+            )
+        return [o for o, final in zip(offsets, finals, strict=True) if final is None]
+
+    def _put_commit(self, run: CommitRun) -> asyncio.Future[PutResult]:
+        return self._store.put_arrow(
+            run.topic,
+            run.queue_id,
+            run.batch,
+            born_timestamp=run.born_timestamp,
+            born_host=run.born_host,
+            properties=run.properties,
+            standard=run.fields,
+        )
+
+    async def _finish_step(
+        self, puts: list[asyncio.Future[PutResult]], offsets: list[int], kind: EndKind, done: asyncio.Future[None]
+    ) -> None:
+        """Once a step's commits are stored, its end record; the step's offsets are then no longer ending."""
+        try:
+            await asyncio.gather(*puts)
+            await self._record_end(offsets, kind)
+        finally:
+            self._forget_ending(offsets, done)
+
+    def _forget_ending(self, offsets: list[int], done: asyncio.Future[None]) -> None:
+        ending = self._ending
+        for half_offset in offsets:
+            del ending[half_offset]
+        done.set_result(None)
 
     def _ended_already(self, offset: int, kind: EndKind, header: EndTransactionRequestHeader) -> str | None:
         """The answer to an END of a half message that was committed or rolled back already: the same
@@ -218,6 +368,7 @@ class TransactionService:
                 break
             offset = next_offset
         self.state.advance(self._store.min_offset(TRANS_HALF_TOPIC, 0))
+        self._half_batches.forget_below(self.state.next_half)
         self._persist()
 
     def _ask(self, row: dict[str, Any], checks: int) -> None:
@@ -292,18 +443,34 @@ class TransactionService:
                 continue
             return [], offset
 
-    async def _record_end(self, half_offset: int, kind: EndKind) -> None:
-        """Store the end record of the half message at `half_offset`, then count it in the state."""
+    async def _read_table(self, topic: str, offset: int, count: int) -> tuple[pa.Table | None, int]:
+        """Up to `count` stored messages of queue 0 of `topic` from `offset` (or the first one kept
+        after it) as one table, and the offset after them; None when none is stored from there."""
+        while True:
+            result = await self._store.get_messages(topic, 0, offset, max_messages=count, max_bytes=_STEP_BYTES)
+            if result.status is GetStatus.FOUND:
+                return pa.Table.from_batches(list(result.batches()), STORED_SCHEMA), result.next_begin_offset
+            removed = result.status in (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_TOO_SMALL)
+            if not removed or result.next_begin_offset <= offset:
+                return None, offset
+            offset = result.next_begin_offset
+
+    async def _record_end(self, half_offsets: int | list[int], kind: EndKind) -> None:
+        """Store the end record of the half message at `half_offsets` (one, or ascending ones of a
+        range end), then count it in the state."""
         number = next(self._op_numbers)
         self._op_writes[number] = self._store.max_offset(TRANS_OP_HALF_TOPIC, 0)
         try:
-            await self._store.put_messages(TRANS_OP_HALF_TOPIC, 0, [self._end_record(half_offset, kind)])
-            self.state.end(half_offset, kind)
+            await self._store.put_messages(TRANS_OP_HALF_TOPIC, 0, [self._end_record(half_offsets, kind)])
+            if isinstance(half_offsets, int):
+                self.state.end(half_offsets, kind)
+            else:
+                self.state.end_many(half_offsets, kind)
         finally:
             del self._op_writes[number]
 
-    def _end_record(self, half_offset: int, kind: EndKind) -> StandardMessage:
-        return end_record(half_offset, kind, self._store.store_host)
+    def _end_record(self, half_offsets: int | list[int], kind: EndKind) -> StandardMessage:
+        return end_record(half_offsets, kind, self._store.store_host)
 
     def _persist(self) -> None:
         """Write the progress: commits stored before the oldest end under way have their end record,
@@ -316,6 +483,7 @@ class TransactionService:
     def _persist_if_moved(self) -> None:
         if self.state.watermark != self._store.commit_log.max_offset:
             self.state.advance(self._store.min_offset(TRANS_HALF_TOPIC, 0))
+            self._half_batches.forget_below(self.state.next_half)
             self._persist()
 
 

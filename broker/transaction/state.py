@@ -58,6 +58,12 @@ class TransactionState:
         kind = self._below.get(offset, EndKind.COMMIT) if offset < self.next_half else self._ended.get(offset)
         return None if kind is EndKind.DISCARD else kind
 
+    def final_kinds(self, offsets: list[int]) -> list[EndKind | None]:
+        """:meth:`final_kind` of each of `offsets` (a range end's step: thousands at once)."""
+        below, ended, first, commit = self._below, self._ended, self.next_half, EndKind.COMMIT
+        kinds = [below.get(o, commit) if o < first else ended.get(o) for o in offsets]
+        return [None if kind is EndKind.DISCARD else kind for kind in kinds]
+
     def is_final(self, offset: int) -> bool:
         return self.final_kind(offset) is not None
 
@@ -84,6 +90,15 @@ class TransactionState:
             return  # the first commit or rollback stays
         self._ended[offset] = kind
         self._checks.pop(offset, None)
+
+    def end_many(self, offsets: list[int], kind: EndKind) -> None:
+        """:meth:`end` of each of `offsets` (a range end's step)."""
+        first, ended = self.next_half, self._ended
+        if self._checks or any(o < first or ended.get(o) not in (None, EndKind.DISCARD) for o in offsets):
+            for offset in offsets:
+                self.end(offset, kind)
+            return
+        ended.update(dict.fromkeys(offsets, kind))
 
     def advance(self, half_min_offset: int, to: int | None = None) -> None:
         """Move `next_half` past the ended half messages and those the half queue no longer holds

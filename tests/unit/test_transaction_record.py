@@ -121,7 +121,7 @@ class _Producer:
 def test_ends_of_one_queue_are_stored_in_the_order_of_its_half_messages() -> None:
     halves = [HalfMessage("Out", "broker-a", offset, offset, f"ID{offset}", offset % 3) for offset in range(60)]
     producer = _Producer()
-    asyncio.run(ending.end_halves(producer, halves, COMMIT))  # type: ignore[arg-type]
+    asyncio.run(ending.end_halves(producer, [halves], COMMIT))  # type: ignore[arg-type]
     for queue_id in range(3):
         assert [h for h in producer.ended if h.queue_id == queue_id] == [h for h in halves if h.queue_id == queue_id]
 

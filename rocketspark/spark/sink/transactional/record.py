@@ -57,6 +57,9 @@ RETAINED_BATCHES = 100
 #: properties of every half message the sink sends (kept by the committed message)
 RECORD_PROPERTY = "RS_TXN_RECORD"
 ATTEMPT_PROPERTY = "RS_TXN_ATTEMPT"
+#: of a half message sent alone: its row's place among the attempt's (sends overlap, so the half
+#: queue may hold them in another order; the ENDs go in this one)
+SEQUENCE_PROPERTY = "RS_TXN_SEQ"
 
 
 class RecordState(enum.Enum):
@@ -68,13 +71,16 @@ class RecordState(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class HalfRange:
     """`count` half messages of task attempt `attempt` lie in offsets [first, last] of queue 0 of
-    RMQ_SYS_TRANS_HALF_TOPIC on `broker_name` (among others'; ranges.py reads them back)."""
+    RMQ_SYS_TRANS_HALF_TOPIC on `broker_name` (among others'); `batched`: sent as batches of half
+    messages of the attempt's transaction, which the broker ends by the range (ending.py), else one
+    by one, read back to be ended (ranges.py)."""
 
     attempt: str
     broker_name: str
     first: int
     last: int
     count: int
+    batched: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,9 @@ class BatchRecord:
         return self.state is not RecordState.ABORTED
 
     def to_json(self) -> bytes:
-        ranges = [[r.attempt, r.broker_name, r.first, r.last, r.count] for r in self.ranges]
+        ranges = [
+            [r.attempt, r.broker_name, r.first, r.last, r.count, *([1] if r.batched else [])] for r in self.ranges
+        ]
         document = {"state": self.state.value, "attempts": sorted(self.attempts), "ranges": ranges}
         return orjson.dumps({**document, "starts": [list(start) for start in self.starts]})
 
@@ -110,7 +118,10 @@ class BatchRecord:
         state = RecordState(raw["state"])
         if "halves" in raw and state is RecordState.COMMITTING:
             raise ValueError("a commit begun by rocketspark before offset ranges, which this version cannot finish")
-        ranges = tuple(HalfRange(str(a), str(b), int(f), int(la), int(c)) for a, b, f, la, c in raw.get("ranges", ()))
+        ranges = tuple(
+            HalfRange(str(a), str(b), int(f), int(la), int(c), bool(batched and batched[0]))
+            for a, b, f, la, c, *batched in raw.get("ranges", ())
+        )
         starts = tuple((str(t), str(b), int(q), int(o)) for t, b, q, o in raw.get("starts", ()))
         return cls(state, frozenset(raw["attempts"]), ranges, starts)
 
