@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import time
 from collections.abc import Sequence
 
@@ -36,6 +35,7 @@ from rocketspark.spark.sink.transactional.record import (
     locked_if_free,
     save,
 )
+from rocketspark.spark.sink.transactional.storage import records_of
 from rocketspark.spark.sink.transactional.stored import not_stored_yet
 
 log = logging.getLogger(__name__)
@@ -93,10 +93,8 @@ async def _end_all(
 def finish_orphan(producer: AsyncTransactionProducer, path: str) -> bool:
     """Finish the commit of the `committing` record at `path` if its driver is gone (above); whether
     it was finished here."""
-    try:
-        if time.time() - os.stat(path).st_mtime < ORPHAN_COMMIT_AGE_S:
-            return False
-    except FileNotFoundError:
+    version = records_of(path).version(path)
+    if version is None or time.time() - version[0] / 1e9 < ORPHAN_COMMIT_AGE_S:
         return False
     with locked_if_free(path) as held:
         if not held:

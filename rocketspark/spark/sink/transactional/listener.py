@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 from typing import Any
 
@@ -38,6 +37,7 @@ from rocketspark.spark.sink.transactional.record import (
     RecordState,
     load,
 )
+from rocketspark.spark.sink.transactional.storage import records_of
 from rocketspark.spark.sink.writing import producer_key
 
 log = logging.getLogger(__name__)
@@ -82,11 +82,9 @@ class RecordListener:
         self.producer: AsyncTransactionProducer | None = None
 
     def _record(self, path: str) -> BatchRecord | None:
-        try:
-            stat = os.stat(path)
-        except FileNotFoundError:
+        version = records_of(path).version(path)
+        if version is None:
             return None
-        version = (stat.st_mtime_ns, stat.st_size)
         with self._cache_lock:
             cached = self._cached.get(path)
         if cached is not None and cached[0] == version:
