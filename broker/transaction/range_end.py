@@ -76,6 +76,7 @@ class CommitRun:
     born_timestamp: int
     born_host: str
     fields: StandardBatchFields
+    half_offsets: list[int]  # of the half messages it commits
 
 
 def commit_runs(batch: pa.RecordBatch) -> Iterator[CommitRun]:
@@ -136,6 +137,7 @@ def _run(
         born_timestamp=int(rows.column("born_timestamp")[first].as_py()),
         born_host=str(rows.column("born_host")[first].as_py()),
         fields=fields,
+        half_offsets=rows.column("queue_offset").take(take).to_pylist(),
     )
 
 
@@ -215,7 +217,10 @@ def batch_commit(rows: pa.RecordBatch, batch: HalfBatch) -> CommitRun:
         flags=np.zeros(n, dtype=np.int32), sys_flag=sysflag.TRANSACTION_COMMIT_TYPE, reconsume_times=0, wait_flush=True
     )
     born_host = str(rows.column("born_host")[0].as_py())
-    return CommitRun(batch.topic, batch.queue_id, producer_rows, committed, batch.born_timestamp, born_host, fields)
+    offsets_list = rows.column("queue_offset").to_pylist()
+    return CommitRun(
+        batch.topic, batch.queue_id, producer_rows, committed, batch.born_timestamp, born_host, fields, offsets_list
+    )
 
 
 @dataclass(frozen=True)

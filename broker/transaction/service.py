@@ -72,6 +72,8 @@ _STEP_BYTES = 16 * 1024 * 1024
 #: half-queue offsets one END_TRANSACTION_RANGE request goes through at most, and in one step
 RANGE_REQUEST_MESSAGES = 65_536
 RANGE_STEP_MESSAGES = 8192
+#: pauses before an end record the store refused as busy is stored again
+_END_RECORD_RETRY_S = (0.05, 0.2, 0.5, 1.0, 2.0)
 #: how often the progress is written while the commit log grows
 _PERSIST_INTERVAL_S = 1.0
 
@@ -190,7 +192,9 @@ class TransactionService:
         half messages first (ACL: it raises for one the producer may not publish to).
 
         The steps go in offset order, each step's commits queued once the step before is stored (so
-        each real queue gets the rows in their order) while the next step is read and prepared."""
+        each real queue gets the rows in their order) while the next step is read and prepared; a
+        commit the store refuses (busy) ends the request with its refusal, the ends stored before it
+        counted, so the END sent again goes on where this one stopped."""
         last = header.last_offset
         offset = max(header.first_offset, self._store.min_offset(TRANS_HALF_TOPIC, 0))
         budget = min(header.max_messages or RANGE_REQUEST_MESSAGES, RANGE_REQUEST_MESSAGES)
@@ -198,7 +202,7 @@ class TransactionService:
         if offset >= stop:  # nothing stored from there on: the rest of the range is not there
             return max(offset, last + 1) if offset >= self._store.max_offset(TRANS_HALF_TOPIC, 0) else stop, 0
         found = 0
-        previous: list[asyncio.Future[PutResult]] = []
+        previous: asyncio.Task[None] | None = None
         finishing: list[asyncio.Task[None]] = []
         try:
             async for step in self._range_steps(header, offset, stop):
@@ -215,12 +219,13 @@ class TransactionService:
                 self._ending.update(dict.fromkeys(todo, (done, self._store.commit_log.max_offset)))
                 try:
                     runs = step.commits(rows) if kind is EndKind.COMMIT else []
-                    await asyncio.gather(*previous)  # the step before is stored: this one's rows come after
+                    if previous is not None:  # the step before is stored: this one's rows come after
+                        await asyncio.shield(previous)
                 except BaseException:
                     self._forget_ending(todo, done)
                     raise
-                previous = [self._put_commit(run) for run in runs]
-                finishing.append(asyncio.ensure_future(self._finish_step(previous, todo, kind, done)))
+                previous = asyncio.ensure_future(self._finish_step(runs, todo, kind, done))
+                finishing.append(previous)
         finally:
             results = await asyncio.gather(*finishing, return_exceptions=True)
         for result in results:
@@ -292,14 +297,32 @@ class TransactionService:
         )
 
     async def _finish_step(
-        self, puts: list[asyncio.Future[PutResult]], offsets: list[int], kind: EndKind, done: asyncio.Future[None]
+        self, runs: list[CommitRun], offsets: list[int], kind: EndKind, done: asyncio.Future[None]
     ) -> None:
-        """Once a step's commits are stored, its end record; the step's offsets are then no longer ending."""
+        """A step's commits stored, each run's end counted and recorded; the step's offsets are then
+        no longer ending. The runs of one real queue are stored one after another: one the store
+        refuses (busy) stores none after it, so its queue never holds a later row of the transaction
+        before an earlier one, and the ends of those stored count (an END sent again skips them)."""
         try:
-            await asyncio.gather(*puts)
-            await self._record_end(offsets, kind)
+            if kind is not EndKind.COMMIT:
+                await self._record_end(offsets, kind)
+                return
+            chains: dict[tuple[str, int], list[CommitRun]] = {}
+            for run in runs:
+                chains.setdefault((run.topic, run.queue_id), []).append(run)
+            results = await asyncio.gather(
+                *(self._commit_chain(chain) for chain in chains.values()), return_exceptions=True
+            )
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
         finally:
             self._forget_ending(offsets, done)
+
+    async def _commit_chain(self, runs: list[CommitRun]) -> None:
+        for run in runs:
+            await self._put_commit(run)
+            await self._record_end(run.half_offsets, EndKind.COMMIT)
 
     def _forget_ending(self, offsets: list[int], done: asyncio.Future[None]) -> None:
         ending = self._ending
@@ -456,16 +479,32 @@ class TransactionService:
             offset = result.next_begin_offset
 
     async def _record_end(self, half_offsets: int | list[int], kind: EndKind) -> None:
-        """Store the end record of the half message at `half_offsets` (one, or ascending ones of a
-        range end), then count it in the state."""
+        """Count the end of the half message at `half_offsets` (one, or ascending ones of a range end)
+        in the state, then store its end record.
+
+        The end is done once a commit is stored (its end record only keeps the check from asking):
+        it counts at once, so an END sent again (its producer saw a busy broker's answer) ends
+        nothing twice, and an end record the store keeps refusing (SYSTEM_BUSY) is logged, not
+        answered as a failure, as Apache's EndTransactionProcessor answers the commit it stored.
+        The state, written every second, remembers the end without it."""
+        offsets = [half_offsets] if isinstance(half_offsets, int) else half_offsets
+        if len(offsets) == 1:
+            self.state.end(offsets[0], kind)
+        else:
+            self.state.end_many(offsets, kind)
         number = next(self._op_numbers)
         self._op_writes[number] = self._store.max_offset(TRANS_OP_HALF_TOPIC, 0)
         try:
-            await self._store.put_messages(TRANS_OP_HALF_TOPIC, 0, [self._end_record(half_offsets, kind)])
-            if isinstance(half_offsets, int):
-                self.state.end(half_offsets, kind)
-            else:
-                self.state.end_many(half_offsets, kind)
+            for pause_s in (*_END_RECORD_RETRY_S, None):
+                try:
+                    await self._store.put_messages(TRANS_OP_HALF_TOPIC, 0, [self._end_record(half_offsets, kind)])
+                except RocketMQError as exc:
+                    if exc.code != ResponseCode.SYSTEM_BUSY or pause_s is None:
+                        log.warning("the end record of %d half message(s) was not stored: %s", len(offsets), exc)
+                        return
+                    await asyncio.sleep(pause_s)
+                else:
+                    return
         finally:
             del self._op_writes[number]
 
