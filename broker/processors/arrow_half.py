@@ -26,7 +26,7 @@ from broker.context import HasConfig, HasStats, HasStore, HasStoreConfig, HasTop
 from broker.processors.arrow import ArrowSendProcessor, read_producer_batch
 from broker.processors.send import resolve_send_queue
 from broker.store.results import PutResult
-from broker.transaction.half import is_half
+from broker.transaction.half import immunity_seconds, is_half
 from broker.transaction.range_end import HalfBatch
 from rocketspark.errors import ValidationError
 from rocketspark.message.properties import codec as props
@@ -70,7 +70,16 @@ def half_properties(
         stored = pc.binary_join_element_wise(rows, suffix, "")
         kept = props.encode_properties({k: v for k, v in common.items() if k != props.TRANSACTION_PREPARED})
         remembered = HalfBatch(
-            0, 0, group, transaction_id, header.topic, queue_id, header.born_timestamp, suffix.encode(), kept
+            0,
+            0,
+            group,
+            transaction_id,
+            header.topic,
+            queue_id,
+            header.born_timestamp,
+            suffix.encode(),
+            kept,
+            immunity_seconds(common),
         )
     else:
         per_row = pc.binary_join_element_wise(

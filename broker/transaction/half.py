@@ -64,16 +64,24 @@ def half_message(topic: str, queue_id: int, message: StandardMessage) -> tuple[s
     return TRANS_HALF_TOPIC, 0, dataclasses.replace(half, sys_flag=flag)
 
 
-def immunity_ms(properties: Mapping[str, str], timeout_ms: int) -> int | None:
-    """How long after its birth a half message is not checked (CHECK_IMMUNITY_TIME_IN_SECONDS; -1 or
-    a value that is not a number: `timeout_ms`, as Apache's getImmunityTime); None without the property."""
+def immunity_seconds(properties: Mapping[str, str]) -> int | None:
+    """CHECK_IMMUNITY_TIME_IN_SECONDS as Apache's getImmunityTime reads it (-1 for a value that is
+    not a number: `transactionTimeOut`); None without the property."""
     seconds = properties.get(props.CHECK_IMMUNITY_TIME_IN_SECONDS)
     if seconds is None:
         return None
     try:
-        value = int(seconds)
+        return int(seconds)
     except ValueError:
-        value = -1
+        return -1
+
+
+def immunity_ms(properties: Mapping[str, str], timeout_ms: int) -> int | None:
+    """How long after its birth a half message is not checked (CHECK_IMMUNITY_TIME_IN_SECONDS; -1 or
+    a value that is not a number: `timeout_ms`, as Apache's getImmunityTime); None without the property."""
+    value = immunity_seconds(properties)
+    if value is None:
+        return None
     return timeout_ms if value == -1 else value * 1000
 
 

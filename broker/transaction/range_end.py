@@ -156,10 +156,19 @@ class HalfBatch:
     born_timestamp: int
     suffix: bytes
     kept: str
+    #: CHECK_IMMUNITY_TIME_IN_SECONDS of its rows (-1: transactionTimeOut), None without
+    immunity_s: int | None = None
 
     @property
     def end(self) -> int:
         return self.first + self.count
+
+    def immune(self, now_ms: int, timeout_ms: int) -> bool:
+        """Whether the check passes every row of it now (born less than their immunity ago)."""
+        if self.immunity_s is None:
+            return False
+        immunity_ms = timeout_ms if self.immunity_s == -1 else self.immunity_s * 1000
+        return now_ms - self.born_timestamp < immunity_ms
 
 
 class HalfBatches:
@@ -185,6 +194,14 @@ class HalfBatches:
             found.append(self._batches[index])
             index += 1
         return found
+
+    def immune_end(self, offset: int, now_ms: int, timeout_ms: int) -> int | None:
+        """The end of the remembered batch holding `offset`, if the check passes all of it now."""
+        index = bisect.bisect(self._batches, offset, key=lambda known: known.first) - 1
+        if index < 0:
+            return None
+        batch = self._batches[index]
+        return batch.end if offset < batch.end and batch.immune(now_ms, timeout_ms) else None
 
     def forget_below(self, offset: int) -> None:
         """Forget the batches wholly below `offset` (every half message below it ended)."""

@@ -7,7 +7,9 @@ Every `transactionCheckInterval` ms the check goes through the half messages not
 first, down to those stored less than `transactionTimeOut` ms ago: a half message checked
 `transactionCheckMax` times already is moved to TRANS_CHECK_MAX_TIME_TOPIC, the others are counted
 and their producer group asked (CHECK_TRANSACTION_STATE, oneway) on any live connection of it. One
-born less than its CHECK_IMMUNITY_TIME_IN_SECONDS ago is passed: neither asked about nor counted.
+born less than its CHECK_IMMUNITY_TIME_IN_SECONDS ago is passed: neither asked about nor counted;
+a batch of half messages the broker remembers (range_end.py) that is immune is passed whole, unread,
+so a batch of millions of rows open for minutes costs the check nothing.
 """
 
 from __future__ import annotations
@@ -128,14 +130,21 @@ class TransactionService(HalfMessageEnds):
     async def check(self) -> None:
         """One round of the check (the periodic service runs it; tests may call it)."""
         now_ms = int(time.time() * 1000)
+        timeout_ms = self.settings.timeout_ms
         offset = self.state.next_half
         while True:
+            immune_end = self._half_batches.immune_end(offset, now_ms, timeout_ms)
+            if immune_end is not None:  # a batch of half messages still immune: none of it is read
+                offset = immune_end
+                continue
             rows, next_offset = await self._read(TRANS_HALF_TOPIC, offset)
             if not rows:
                 break
             for row in rows:
                 half_offset = row["queue_offset"]
                 if self.state.has_ended(half_offset) or half_offset in self._ending:
+                    continue
+                if self._half_batches.immune_end(half_offset, now_ms, timeout_ms) is not None:
                     continue
                 if now_ms - row["store_timestamp"] < self.settings.timeout_ms:
                     next_offset = -1

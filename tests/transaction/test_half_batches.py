@@ -116,3 +116,22 @@ async def test_a_broker_without_the_batch_forms_is_remembered(standard: Cluster,
         with pytest.raises(RequestCodeNotSupportedError):
             await tx.end_range("broker-a", "t", 0, 10, TransactionStatus.COMMIT, topic="HalfBatchesStandard")
         assert await half_offset(remoting_client, standard) == 0  # nothing was stored
+
+
+async def test_a_batch_of_half_messages_is_checked_once_its_immunity_passed(cluster: Cluster, remoting_client) -> None:
+    """The broker passes an immune batch whole (it reads none of it) and checks its rows once the
+    immunity ran out: then every row is asked about, and the answer ROLLBACK ends them."""
+    queues = await two_queues(remoting_client, cluster, "HalfBatchesImmune")
+    listener = RecordingListener(TransactionStatus.UNKNOWN, check=lambda _: TransactionStatus.ROLLBACK)
+    producer = AsyncTransactionProducer("half_batches_immune", listener, client_config=cluster.client_config())
+    async with producer as tx:
+        immunity = {props.CHECK_IMMUNITY_TIME_IN_SECONDS: "2"}
+        sent = await tx.send_half_batch(rows("i", 50), queues[0], transaction_id="txn-i", properties=immunity)
+        assert sent is not None
+        started = asyncio.get_running_loop().time()
+        await asyncio.sleep(1.5)  # five check rounds, all within the immunity
+        assert listener.checked == []
+        while len({m.msg_id for m in listener.checked}) < 50:
+            assert asyncio.get_running_loop().time() - started < 20, "the batch was never checked"
+            await asyncio.sleep(0.1)
+    assert await pull_all(remoting_client, cluster.broker.address, "HalfBatchesImmune", 0) == []
