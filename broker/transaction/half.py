@@ -25,7 +25,7 @@ from broker.transaction.range_end import decode_runs, encode_runs
 from rocketspark.errors import ValidationError
 from rocketspark.message import sysflag
 from rocketspark.message.properties import codec as props
-from rocketspark.message.validation import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
+from rocketspark.message.validation import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, validate_encoded_properties
 from rocketspark.protocol.codes import ResponseCode
 
 #: on an end record: how the half message ended
@@ -56,12 +56,13 @@ def half_message(topic: str, queue_id: int, message: StandardMessage) -> tuple[s
         raise ValidationError(
             "a transactional (TRAN_MSG) message may not be delayed (DELAY)", code=ResponseCode.MESSAGE_ILLEGAL
         )
-    changes: dict[str, str | None] = {props.REAL_TOPIC: topic, props.REAL_QUEUE_ID: str(queue_id)}
+    properties.update({props.REAL_TOPIC: topic, props.REAL_QUEUE_ID: str(queue_id)})
     if message.uniq_key:
-        changes[props.TRANSACTION_ID] = message.uniq_key
-    half = message.with_properties(changes)
+        properties[props.TRANSACTION_ID] = message.uniq_key
+    encoded = props.encode_properties(properties)
+    validate_encoded_properties(encoded)
     flag = message.sys_flag & ~sysflag.TRANSACTION_TYPE_MASK
-    return TRANS_HALF_TOPIC, 0, dataclasses.replace(half, sys_flag=flag)
+    return TRANS_HALF_TOPIC, 0, dataclasses.replace(message, properties=encoded, sys_flag=flag)
 
 
 def immunity_seconds(properties: Mapping[str, str]) -> int | None:

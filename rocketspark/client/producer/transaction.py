@@ -165,10 +165,9 @@ class AsyncTransactionProducer(AsyncProducer):
         if message.delay_level:
             raise ValidationError("a transactional message may not be delayed (delay_level)")
         header, body, uniq_key = self._prepare(message, uniq_key)
-        properties = props.decode_properties(header.properties or "")
-        properties[props.TRANSACTION_PREPARED] = "true"
-        properties[props.PRODUCER_GROUP] = self.check_group
-        header.properties = props.encode_properties(properties)
+        # appended: _prepare refuses these system keys among the message's own properties
+        marks = props.encode_properties({props.TRANSACTION_PREPARED: "true", props.PRODUCER_GROUP: self.check_group})
+        header.properties = (header.properties or "") + marks
         header.sys_flag |= sysflag.TRANSACTION_PREPARED_TYPE
 
         async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult:
