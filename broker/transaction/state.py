@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -93,8 +94,8 @@ class TransactionState:
 
     def end_many(self, offsets: list[int], kind: EndKind) -> None:
         """:meth:`end` of each of `offsets` (a range end's step)."""
-        first, ended = self.next_half, self._ended
-        if self._checks or any(o < first or ended.get(o) not in (None, EndKind.DISCARD) for o in offsets):
+        ended = self._ended
+        if self._checks or min(offsets) < self.next_half or not ended.keys().isdisjoint(offsets):
             for offset in offsets:
                 self.end(offset, kind)
             return
@@ -104,12 +105,16 @@ class TransactionState:
         """Move `next_half` past the ended half messages and those the half queue no longer holds
         (and to `to`, past which a check went, when given)."""
         offset = max(self.next_half, half_min_offset, to or 0)
-        while offset in self._ended:
-            offset += 1
-        for ended in [o for o in self._ended if o < offset]:
-            kind = self._ended.pop(ended)
+        ended = np.fromiter(self._ended, dtype=np.int64, count=len(self._ended))
+        ended.sort()  # a range end ends thousands a step: no walk of them one by one in Python
+        start = int(np.searchsorted(ended, offset))
+        run = ended[start:] - offset
+        gaps = np.flatnonzero(run != np.arange(len(run)))
+        offset += int(gaps[0]) if len(gaps) else len(run)
+        for passed in ended[: int(np.searchsorted(ended, offset))].tolist():
+            kind = self._ended.pop(passed)
             if kind is not EndKind.COMMIT:
-                self._below[ended] = kind
+                self._below[passed] = kind
         self._checks = {o: n for o, n in self._checks.items() if o >= offset}
         self._below = {o: kind for o, kind in self._below.items() if o >= half_min_offset}
         self.next_half = offset

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from rocketspark import fileutil
 from rocketspark.client.producer.transaction import HalfMessage, TransactionStatus
 from rocketspark.errors import ConfigError, TransactionRecordError
 from rocketspark.spark.sink import options as sink_options
 from rocketspark.spark.sink.options import parse_sink
-from rocketspark.spark.sink.transactional import ending, record, storage
+from rocketspark.spark.sink.transactional import ending, record
 from rocketspark.spark.sink.transactional.commit import commit_batch
 from rocketspark.spark.sink.transactional.record import BatchRecord, HalfRange, RecordState, load, locked, save
 from rocketspark.spark.sink.transactional.sending import TaskHalves
@@ -72,7 +73,7 @@ def test_a_commit_with_a_record_that_cannot_be_read_fails_before_it_ends_anythin
 
 def test_new_record_directories_are_made_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[Path] = []
-    monkeypatch.setattr(storage, "fsync_directory", synced.append)
+    monkeypatch.setattr(fileutil, "fsync_directory", synced.append)
     with locked(str(tmp_path / "log" / "query-id" / "7.json")):
         pass
     assert synced == [tmp_path, tmp_path / "log"]  # each new directory's parent

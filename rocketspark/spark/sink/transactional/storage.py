@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 from rocketspark.errors import ConfigError
-from rocketspark.fileutil import fsync_directory, write_atomically
+from rocketspark.fileutil import make_directories, write_atomically
 
 #: URI schemes pyarrow's file systems open (s3a: Hadoop's name of s3)
 REMOTE_SCHEMES = frozenset({"hdfs", "viewfs", "s3", "s3a", "gs", "gcs", "abfs", "abfss"})
@@ -105,7 +105,7 @@ class LocalRecords:
 
     def write(self, path: str, data: bytes) -> None:
         target = Path(path)
-        _make_directories(target.parent)
+        make_directories(target.parent)
         write_atomically(target, data)
 
     def version(self, path: str) -> tuple[int, int] | None:
@@ -127,7 +127,7 @@ class LocalRecords:
 
     def lock_file(self, path: str) -> Path:
         lock = Path(f"{path}.lock")
-        _make_directories(lock.parent)
+        make_directories(lock.parent)
         return lock
 
 
@@ -218,15 +218,3 @@ def flocked(lock_file: Path, *, wait: bool) -> Iterator[bool]:
             yield True
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _make_directories(directory: Path) -> None:
-    """Create `directory` and its missing parents durably: each new directory's parent is fsynced, so
-    the record written in it (fsynced with its own directory) is not lost with its directory's name."""
-    missing = []
-    while not directory.exists():
-        missing.append(directory)
-        directory = directory.parent
-    for new in reversed(missing):
-        new.mkdir(exist_ok=True)
-        fsync_directory(new.parent)
