@@ -23,7 +23,9 @@ half messages are in the brokers' half queues (offset ranges, ranges.py), not ea
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import random
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -58,6 +60,9 @@ log = logging.getLogger(__name__)
 HALVES_IN_FLIGHT = 64
 #: how long a failed task waits for the rollback of what it sent
 ROLLBACK_TIMEOUT_S = 30.0
+#: the process's turns over a topic's queues for rows without a chosen queue (a task's batches go to
+#: the next queue each, and the tasks of a process, and the processes, start apart)
+_TURNS = itertools.count(random.randrange(1 << 16))
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,6 @@ class _HalfSender:
         self.batches: list[SendResult] = []  # acknowledged batches of half messages
         self.singles: list[HalfMessage] = []  # acknowledged single half messages
         self._slots: asyncio.Semaphore | None = None
-        self._turn = 0  # round robin over the topic's queues for rows without a chosen queue
 
     async def _send(self, item: Outgoing) -> list[SendResult]:
         assert isinstance(item, _Numbered)
@@ -118,8 +122,7 @@ class _HalfSender:
 
     async def _round_robin(self, topic: str) -> MessageQueue:
         queues = await self.producer.fetch_publish_queues(topic)
-        self._turn += 1
-        return queues[self._turn % len(queues)]
+        return queues[next(_TURNS) % len(queues)]
 
     async def _send_singles(self, item: _Numbered, queue: MessageQueue) -> None:
         """The item's rows one by one, many at once (each numbered, so the driver ends them in order)."""
