@@ -44,7 +44,7 @@ from rocketspark.spark.sink.options import DEFAULT_TRANSACTIONAL_GROUP
 from rocketspark.spark.sink.transactional.listener import TASK_GROUP_SUFFIX
 from rocketspark.spark.sink.transactional.options import CHECKPOINT_DIRECTORY
 from rocketspark.spark.sink.transactional.record import ATTEMPT_PROPERTY, RECORD_PROPERTY
-from tests.spark.cluster_job import _owner
+from tests.spark.cluster_job import EXECUTORS, _owner, wait_for_executors
 
 MASTER = "local-cluster[2,1,1024]"
 TIMEOUT_S = 200
@@ -142,6 +142,7 @@ def main(
         },
     )
     try:
+        wait_for_executors(spark, EXECUTORS, 120.0)
 
         @F.udf("string")
         def seen_by_executor(_: int) -> str:
