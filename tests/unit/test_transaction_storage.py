@@ -13,7 +13,15 @@ import pytest
 from rocketspark.errors import ConfigError
 from rocketspark.spark.sink.transactional.options import transaction_log_option
 from rocketspark.spark.sink.transactional.record import BatchRecord, HalfRange, RecordState
-from rocketspark.spark.sink.transactional.storage import LOCAL, FsRecords, flocked, join, normalize, records_of
+from rocketspark.spark.sink.transactional.storage import (
+    LOCAL,
+    FsRecords,
+    Records,
+    flocked,
+    join,
+    normalize,
+    records_of,
+)
 
 
 @pytest.mark.parametrize(
@@ -40,7 +48,7 @@ def test_local_paths_and_file_uris_are_local_and_other_schemes_are_refused(tmp_p
         normalize("transactionLog", "ftp://host/log")
 
 
-def _exercise(records: FsRecords, root: str) -> None:
+def _exercise(records: Records, root: str) -> None:
     """What the sink does with records: write, read back, replace, list, delete; a missing one is None."""
     path = join(root, "query-id", "7.json")
     assert records.read(path) is None and records.version(path) is None
@@ -72,3 +80,13 @@ def test_records_on_a_sub_tree_of_a_file_system(tmp_path: Path) -> None:
     fs = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
     _exercise(FsRecords(fs, "tree://host", "/"), "tree://host/log")
     assert (tmp_path / "log" / "query-id" / "8.json").exists()
+
+
+def test_records_by_a_uri_of_a_file_system_pyarrow_opens() -> None:
+    """The option's own way: a `mock:` URI (pyarrow's in-memory file system, one per process) taken by
+    the option and opened by pyarrow's `FileSystem.from_uri`, as an `s3://` or `hdfs://` one is."""
+    log = transaction_log_option({"transactionlog": "mock://bucket/transactions/"})
+    assert log == "mock://bucket/transactions"
+    records = records_of(log)
+    assert isinstance(records, FsRecords) and records is records_of(join(log, "query-id"))  # opened once
+    _exercise(records, log)

@@ -32,7 +32,8 @@ import pyarrow.fs as pafs
 from rocketspark.errors import ConfigError
 from rocketspark.fileutil import make_directories, write_atomically
 
-#: URI schemes pyarrow's file systems open (s3a: Hadoop's name of s3)
+#: URI schemes of pyarrow's networked file systems (s3a: Hadoop's name of s3); pyarrow's others (as
+#: its in-memory `mock:`) are taken too once pyarrow opens them
 REMOTE_SCHEMES = frozenset({"hdfs", "viewfs", "s3", "s3a", "gs", "gcs", "abfs", "abfss"})
 
 
@@ -76,11 +77,14 @@ def normalize(name: str, location: str) -> str:
         parsed = urlparse(location)
         return str(Path(parsed.path if parsed.scheme == "file" else location).absolute())
     scheme = urlparse(location).scheme.lower()
-    if scheme not in REMOTE_SCHEMES:
-        raise ConfigError(
-            f"option {name}: {location!r} is neither a local path nor a URI of a file system pyarrow opens "
-            f"({', '.join(sorted(REMOTE_SCHEMES))}): set transactionLog to one of those"
-        )
+    if scheme not in REMOTE_SCHEMES:  # those need a network (and credentials) to open: opened when used
+        try:
+            pafs.FileSystem.from_uri(location)
+        except (ValueError, OSError, NotImplementedError) as exc:
+            raise ConfigError(
+                f"option {name}: {location!r} is neither a local path nor a URI of a file system pyarrow opens "
+                f"({', '.join(sorted(REMOTE_SCHEMES))}, ...): set transactionLog to one of those"
+            ) from exc
     return location.rstrip("/")
 
 
