@@ -29,6 +29,7 @@ from broker.processors.admin_group import GroupAdminProcessor
 from broker.processors.admin_offset import OffsetAdminProcessor
 from broker.processors.admin_topic import TopicAdminProcessor
 from broker.processors.arrow import ArrowSendProcessor
+from broker.processors.arrow_half import ArrowHalfSendProcessor
 from broker.processors.client_manage import ClientManageProcessor
 from broker.processors.consumer_manage import ConsumerManageProcessor
 from broker.processors.end_transaction import EndTransactionProcessor
@@ -168,6 +169,7 @@ class BrokerController:
             send_processor,
             SendBackProcessor(self),
             ArrowSendProcessor(self),
+            ArrowHalfSendProcessor(self),
             PullMessageProcessor(self),
             ConsumerManageProcessor(self),
             ClientManageProcessor(self),

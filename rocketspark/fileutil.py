@@ -38,6 +38,19 @@ def write_atomically(path: Path, data: bytes | Sequence[bytes | memoryview]) -> 
     fsync_directory(path.parent)
 
 
+def make_directories(directory: Path) -> None:
+    """`mkdir -p` whose new directories are durable: each one's parent is fsynced after it is made
+    (a file written in a new directory, fsynced with it, is then not lost with the directory's name)."""
+    missing: list[Path] = []
+    current = directory
+    while not current.is_dir():
+        missing.append(current)
+        current = current.parent
+    for path in reversed(missing):
+        path.mkdir(exist_ok=True)
+        fsync_directory(path.parent)
+
+
 def fsync_directory(directory: Path) -> None:
     """Make the names in `directory` (files created, renamed or removed in it) durable: fsyncing a
     file saves its data, not its name."""

@@ -7,7 +7,8 @@ table does not list needs `admin`, so a processor added later is closed until it
 A `%RETRY%<group>` topic is the group's resource, needing SUB on the group, as Apache's.
 END_TRANSACTION needs PUB on the half message's real topic, which only its processor reads: the rule
 asks PUB on the topic the header names (5.x clients send it), and the processor asks the rest with
-`end_transaction_needs` through broker.acl.guard.late_refusal.
+`end_transaction_needs` through broker.acl.guard.late_refusal; END_TRANSACTION_RANGE's processor asks it
+for the real topic of every half message of the range it ends.
 CHECK_TRANSACTION_STATE goes from the broker to a producer, never to the broker: it has no rule.
 """
 
@@ -160,6 +161,7 @@ RULES: dict[int, Rule] = {
     RequestCode.SEND_MESSAGE_V2: _standard_send,
     RequestCode.SEND_BATCH_MESSAGE: _standard_send,
     ExtensionCode.ARROW_SEND_MESSAGE: _arrow_send,
+    ExtensionCode.ARROW_SEND_HALF_MESSAGE: _arrow_send,
     RequestCode.CONSUMER_SEND_MSG_BACK: _send_back,
     RequestCode.PULL_MESSAGE: _pull,
     ExtensionCode.ARROW_PULL_MESSAGE: _pull,
@@ -180,6 +182,7 @@ RULES: dict[int, Rule] = {
     RequestCode.GET_CONSUME_STATS: _consume_stats,
     RequestCode.VIEW_MESSAGE_BY_ID: lambda request: AUTHENTICATED,  # SUB on the message's topic: query_message.py
     RequestCode.END_TRANSACTION: _end_transaction,  # and end_transaction_needs, asked by the processor
+    ExtensionCode.END_TRANSACTION_RANGE: lambda request: AUTHENTICATED,  # and end_transaction_needs, as above
     RequestCode.GET_ALL_TOPIC_CONFIG: lambda request: AUTHENTICATED,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: lambda request: AUTHENTICATED,  # names; offsets (43) need ADMIN
     RequestCode.GET_BROKER_RUNTIME_INFO: lambda request: AUTHENTICATED,

@@ -43,7 +43,7 @@ from rocketspark.protocol.headers.send import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
 )
-from rocketspark.protocol.headers.transaction import EndTransactionRequestHeader
+from rocketspark.protocol.headers.transaction import EndTransactionRangeRequestHeader, EndTransactionRequestHeader
 from rocketspark.protocol.schema import wire_fields
 from rocketspark.remoting.signing import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, UNIQUE_KEY_QUERY
 
@@ -80,6 +80,7 @@ SHAPES: dict[int, Shape] = {
     RequestCode.SEND_MESSAGE_V2: _SEND_V2,
     RequestCode.SEND_BATCH_MESSAGE: _SEND_V2,
     ExtensionCode.ARROW_SEND_MESSAGE: _SEND,
+    ExtensionCode.ARROW_SEND_HALF_MESSAGE: _SEND,
     RequestCode.CONSUMER_SEND_MSG_BACK: _shape(ConsumerSendMsgBackRequestHeader),
     RequestCode.PULL_MESSAGE: _shape(PullMessageRequestHeader),
     ExtensionCode.ARROW_PULL_MESSAGE: _shape(PullMessageRequestHeader),
@@ -100,6 +101,7 @@ SHAPES: dict[int, Shape] = {
     RequestCode.GET_CONSUME_STATS: _shape(GetConsumeStatsRequestHeader),
     RequestCode.VIEW_MESSAGE_BY_ID: _shape(ViewMessageRequestHeader),
     RequestCode.END_TRANSACTION: _shape(EndTransactionRequestHeader),
+    ExtensionCode.END_TRANSACTION_RANGE: _shape(EndTransactionRangeRequestHeader),
     RequestCode.GET_ALL_TOPIC_CONFIG: _NONE,
     RequestCode.GET_BROKER_RUNTIME_INFO: _NONE,
     RequestCode.UPDATE_AND_CREATE_TOPIC: _shape(CreateTopicRequestHeader, admin=True),

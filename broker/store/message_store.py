@@ -13,6 +13,7 @@ import functools
 import logging
 import os
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -443,10 +444,15 @@ class MessageStore:
     async def message_at(self, commit_log_offset: int) -> dict[str, Any] | None:
         """The message at `commit_log_offset` as a STORED_SCHEMA row (VIEW_MESSAGE_BY_ID, the end
         of a transaction, a send back); None where no message is."""
-        positions, rows = await self.commit_log.locate_many(np.array([commit_log_offset], dtype=np.int64))
-        if positions[0] < 0:
-            return None
-        return stored_row(await self._batch_at(int(positions[0])), int(rows[0]))
+        return (await self.messages_at([commit_log_offset]))[0]
+
+    async def messages_at(self, commit_log_offsets: Sequence[int]) -> list[dict[str, Any] | None]:
+        """:meth:`message_at` of each offset, located in one pass (the ends of many transactions)."""
+        positions, rows = await self.commit_log.locate_many(np.asarray(commit_log_offsets, dtype=np.int64))
+        found: list[dict[str, Any] | None] = []
+        for position, row in zip(positions.tolist(), rows.tolist(), strict=True):
+            found.append(None if position < 0 else stored_row(await self._batch_at(int(position)), int(row)))
+        return found
 
     async def _batch_at(self, position: int) -> StoredBatch:
         cached = self.commit_log.cached(position)

@@ -7,8 +7,9 @@
   TRAN_MSG, carrying TRAN_PREPARED_QUEUE_OFFSET: the half message's queue offset. That property is
   how the broker recognises, after a crash, a commit whose end record was not written.
 * An end record (an "op") in queue 0 of RMQ_SYS_TRANS_OP_HALF_TOPIC: the half message's queue
-  offset as its body, tag "d" (Apache's remove tag) and, beyond Apache, how it ended in
-  TRAN_END: commit, rollback or discard (moved to TRANS_CHECK_MAX_TIME_TOPIC after the last check).
+  offset as its body (beyond Apache, the offsets a range end ended, as runs: `12-40,45`), tag "d"
+  (Apache's remove tag) and, beyond Apache, how it ended in TRAN_END: commit, rollback or discard
+  (moved to TRANS_CHECK_MAX_TIME_TOPIC after the last check).
 """
 
 from __future__ import annotations
@@ -16,14 +17,15 @@ from __future__ import annotations
 import dataclasses
 import enum
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from broker.store.writer.append_requests import StandardMessage
+from broker.transaction.range_end import decode_runs, encode_runs
 from rocketspark.errors import ValidationError
 from rocketspark.message import sysflag
 from rocketspark.message.properties import codec as props
-from rocketspark.message.validation import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
+from rocketspark.message.validation import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, validate_encoded_properties
 from rocketspark.protocol.codes import ResponseCode
 
 #: on an end record: how the half message ended
@@ -54,24 +56,33 @@ def half_message(topic: str, queue_id: int, message: StandardMessage) -> tuple[s
         raise ValidationError(
             "a transactional (TRAN_MSG) message may not be delayed (DELAY)", code=ResponseCode.MESSAGE_ILLEGAL
         )
-    changes: dict[str, str | None] = {props.REAL_TOPIC: topic, props.REAL_QUEUE_ID: str(queue_id)}
+    properties.update({props.REAL_TOPIC: topic, props.REAL_QUEUE_ID: str(queue_id)})
     if message.uniq_key:
-        changes[props.TRANSACTION_ID] = message.uniq_key
-    half = message.with_properties(changes)
+        properties[props.TRANSACTION_ID] = message.uniq_key
+    encoded = props.encode_properties(properties)
+    validate_encoded_properties(encoded)
     flag = message.sys_flag & ~sysflag.TRANSACTION_TYPE_MASK
-    return TRANS_HALF_TOPIC, 0, dataclasses.replace(half, sys_flag=flag)
+    return TRANS_HALF_TOPIC, 0, dataclasses.replace(message, properties=encoded, sys_flag=flag)
+
+
+def immunity_seconds(properties: Mapping[str, str]) -> int | None:
+    """CHECK_IMMUNITY_TIME_IN_SECONDS as Apache's getImmunityTime reads it (-1 for a value that is
+    not a number: `transactionTimeOut`); None without the property."""
+    seconds = properties.get(props.CHECK_IMMUNITY_TIME_IN_SECONDS)
+    if seconds is None:
+        return None
+    try:
+        return int(seconds)
+    except ValueError:
+        return -1
 
 
 def immunity_ms(properties: Mapping[str, str], timeout_ms: int) -> int | None:
     """How long after its birth a half message is not checked (CHECK_IMMUNITY_TIME_IN_SECONDS; -1 or
     a value that is not a number: `timeout_ms`, as Apache's getImmunityTime); None without the property."""
-    seconds = properties.get(props.CHECK_IMMUNITY_TIME_IN_SECONDS)
-    if seconds is None:
+    value = immunity_seconds(properties)
+    if value is None:
         return None
-    try:
-        value = int(seconds)
-    except ValueError:
-        value = -1
     return timeout_ms if value == -1 else value * 1000
 
 
@@ -106,12 +117,14 @@ def discarded_message(row: Mapping[str, Any], checks: int) -> tuple[str, int, St
     return TRANS_CHECK_MAX_TIME_TOPIC, 0, message
 
 
-def end_record(half_offset: int, kind: EndKind, broker_host: str) -> StandardMessage:
-    """The RMQ_SYS_TRANS_OP_HALF_TOPIC record that ends the half message at `half_offset`, born
-    at the broker (`ip:port`)."""
+def end_record(half_offsets: int | Sequence[int], kind: EndKind, broker_host: str) -> StandardMessage:
+    """The RMQ_SYS_TRANS_OP_HALF_TOPIC record that ends the half message at `half_offsets` (one, as
+    Apache's, or ascending ones of a range end: their runs, range_end.py), born at the broker
+    (`ip:port`)."""
     encoded = props.encode_properties({props.TAGS: REMOVE_TAG, END_KIND: kind.value, props.WAIT_STORE_MSG_OK: "true"})
+    body = str(half_offsets) if isinstance(half_offsets, int) else encode_runs(half_offsets)
     return StandardMessage(
-        body=str(half_offset).encode(),
+        body=body.encode(),
         properties=encoded,
         tags=REMOVE_TAG,
         born_timestamp=int(time.time() * 1000),
@@ -119,13 +132,13 @@ def end_record(half_offset: int, kind: EndKind, broker_host: str) -> StandardMes
     )
 
 
-def ended(row: Mapping[str, Any]) -> tuple[int, EndKind] | None:
-    """(half offset, kind) of a stored end record, None if the row is not one."""
-    body = bytes(row["body"])
-    if not body.isdigit():
+def ended(row: Mapping[str, Any]) -> tuple[list[int], EndKind] | None:
+    """(half offsets, kind) of a stored end record, None if the row is not one."""
+    offsets = decode_runs(bytes(row["body"]).decode("ascii", errors="replace"))
+    if not offsets:
         return None
     kind = props.decode_properties(row["properties"]).get(END_KIND, "")
     try:
-        return int(body), EndKind(kind)
+        return offsets, EndKind(kind)
     except ValueError:  # not written by this broker
         return None

@@ -1,24 +1,20 @@
-"""`TransactionService`: ends half messages exactly once and asks producers about the others.
+"""`TransactionService`: ends half messages exactly once (ends.py) and asks producers about the others.
 
-An END_TRANSACTION commit stores the half message in its real queue, then its end record; a
-rollback stores the end record only. Beyond Apache RocketMQ (which stores a commit again), each
-half message is committed at most once: ends of one half message wait for each other on the event
-loop, and one that finds it committed or rolled back changes nothing, whether it is a retry, a
-check's answer racing the producer's own end, or comes after a restart (broker/transaction/state.py);
-one that contradicts how it ended is refused (SYSTEM_ERROR). `flavor=apache` runs
+`flavor=apache` runs
 :class:`broker.transaction.apache.ApacheTransactionService` instead, which ends and checks as Apache 4.9.
 
 Every `transactionCheckInterval` ms the check goes through the half messages not ended, oldest
 first, down to those stored less than `transactionTimeOut` ms ago: a half message checked
 `transactionCheckMax` times already is moved to TRANS_CHECK_MAX_TIME_TOPIC, the others are counted
 and their producer group asked (CHECK_TRANSACTION_STATE, oneway) on any live connection of it. One
-born less than its CHECK_IMMUNITY_TIME_IN_SECONDS ago is passed: neither asked about nor counted.
+born less than its CHECK_IMMUNITY_TIME_IN_SECONDS ago is passed: neither asked about nor counted;
+a batch of half messages the broker remembers (range_end.py) that is immune is passed whole, unread,
+so a batch of millions of rows open for minutes costs the check nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import random
 import time
@@ -32,34 +28,33 @@ import pyarrow as pa
 from broker.managers.producer_manager import ProducerManager
 from broker.store.message_store import MessageStore
 from broker.store.results import GetStatus
-from broker.store.writer.append_requests import StandardMessage
+from broker.transaction.ends import STEP_BYTES, HalfMessageEnds
 from broker.transaction.half import (
     EndKind,
-    committed_message,
     discarded_message,
-    end_record,
     ended,
     immunity_ms,
     real_queue,
 )
 from broker.transaction.state import TransactionState
-from rocketspark.errors import RocketMQError, ValidationError
+from rocketspark.errors import RocketMQError
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message.batches.schema import STORED_SCHEMA
 from rocketspark.message.ids import offset_msg_id
 from rocketspark.message.properties import codec as props
 from rocketspark.message.records.encoding import encode_records
 from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.headers.transaction import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketspark.protocol.headers.transaction import (
+    CheckTransactionStateRequestHeader,
+)
 from rocketspark.service import PeriodicService
 
 log = logging.getLogger(__name__)
 
 #: half messages or end records read in one step
 _STEP_MESSAGES = 1024
-_STEP_BYTES = 16 * 1024 * 1024
 #: how often the progress is written while the commit log grows
 _PERSIST_INTERVAL_S = 1.0
 
@@ -73,7 +68,7 @@ class CheckSettings:
     check_max: int
 
 
-class TransactionService:
+class TransactionService(HalfMessageEnds):
     def __init__(
         self,
         store: MessageStore,
@@ -83,15 +78,11 @@ class TransactionService:
         create_topic: Callable[[str], object],
     ) -> None:
         """`create_topic`: creates the config of an internal topic of one queue (readable by tools)."""
-        self._store = store
+        super().__init__(store, TransactionState(writer))
         self._create_topic = create_topic
         self._producers = producers
         self.settings = settings
-        self.state = TransactionState(writer)
         self._writer = writer
-        self._ending: dict[int, tuple[asyncio.Future[None], int]] = {}  # half offset -> (end, log offset before)
-        self._op_writes: dict[int, int] = {}  # end records being written: their number -> op queue offset before
-        self._op_numbers = itertools.count()
         self._services = [
             PeriodicService("check-transactions", settings.interval_ms / 1000, self.check),
             PeriodicService("persist-transactions", _PERSIST_INTERVAL_S, self._persist_if_moved),
@@ -111,11 +102,13 @@ class TransactionService:
             for row in rows:
                 record = ended(row)
                 if record is not None:
-                    self.state.end(*record)
+                    offsets, kind = record
+                    for half_offset in offsets:
+                        self.state.end(half_offset, kind)
         log.info("transaction end records %d..%d read back (the progress counted those before)", first, offset)
         unrecorded = self.state.committed_since_watermark(self._store.commit_log)
-        for half_offset in unrecorded:
-            await self._record_end(half_offset, EndKind.COMMIT)
+        if unrecorded:
+            await self._record_end(sorted(set(unrecorded)), EndKind.COMMIT)
         if unrecorded:
             log.info("%d committed half message(s) had no end record after a crash; recorded now", len(unrecorded))
         self._persist()
@@ -132,77 +125,26 @@ class TransactionService:
         self._persist()
         await self._writer.flush()
 
-    # -- ending --------------------------------------------------------------------------------
-
-    async def end(self, header: EndTransactionRequestHeader, kind: EndKind) -> str:
-        """Commit or roll back the half message the header names; what was done, for the answer.
-
-        Raises ValidationError (SYSTEM_ERROR, as Apache) when the header names no such half message."""
-        offset = header.tran_state_table_offset
-        while offset in self._ending:  # another end of it is under way: it decides
-            await asyncio.shield(self._ending[offset][0])
-        ended_already = self._ended_already(offset, kind, header)
-        if ended_already is not None:
-            return ended_already
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._ending[offset] = (done, self._store.commit_log.max_offset)
-        try:
-            row = await self._half_message(header)
-            if kind is EndKind.COMMIT:
-                topic, queue_id, message = committed_message(row)
-                await self._store.put_messages(topic, queue_id, [message])
-            await self._record_end(offset, kind)
-        finally:
-            del self._ending[offset]
-            done.set_result(None)
-        return f"{kind.value} of the half message at offset {offset} stored"
-
-    def _ended_already(self, offset: int, kind: EndKind, header: EndTransactionRequestHeader) -> str | None:
-        """The answer to an END of a half message that was committed or rolled back already: the same
-        end changes nothing; the other one is refused (SYSTEM_ERROR), as the producer must learn that
-        its decision was not the one stored. None when the END is to be done."""
-        final = self.state.final_kind(offset)
-        if final is None:
-            return None
-        if final is kind:
-            log.info("half message %d ended already; %s from %s ignored", offset, kind.value, header.producer_group)
-            return f"the half message at offset {offset} ended already"
-        check = " (a check's answer)" if header.from_transaction_check else ""
-        group = header.producer_group
-        log.warning("half message %d: %s from %s%s refused: %s already", offset, kind.value, group, check, final.value)
-        raise _refusal(
-            f"the half message at offset {offset} was {_PAST[final]} already (by its producer or a check's "
-            f"answer): this {kind.value} is not done"
-        )
-
-    async def _half_message(self, header: EndTransactionRequestHeader) -> dict[str, Any]:
-        """The stored half message the header names, checked as Apache's checkPrepareMessage does."""
-        row = await self._store.message_at(header.commit_log_offset)
-        if row is None or row["topic"] != TRANS_HALF_TOPIC:
-            raise _refusal(f"no half message is stored at commit log offset {header.commit_log_offset}")
-        if row["queue_offset"] != header.tran_state_table_offset:
-            raise _refusal(
-                f"the half message at commit log offset {header.commit_log_offset} has tranStateTableOffset "
-                f"{row['queue_offset']}, not {header.tran_state_table_offset}"
-            )
-        group = props.decode_properties(row["properties"]).get(props.PRODUCER_GROUP)
-        if group != header.producer_group:
-            raise _refusal(f"the half message belongs to producer group {group}, not {header.producer_group}")
-        return row
-
     # -- the check -----------------------------------------------------------------------------
 
     async def check(self) -> None:
         """One round of the check (the periodic service runs it; tests may call it)."""
         now_ms = int(time.time() * 1000)
+        timeout_ms = self.settings.timeout_ms
         offset = self.state.next_half
         while True:
+            immune_end = self._half_batches.immune_end(offset, now_ms, timeout_ms)
+            if immune_end is not None:  # a batch of half messages still immune: none of it is read
+                offset = immune_end
+                continue
             rows, next_offset = await self._read(TRANS_HALF_TOPIC, offset)
             if not rows:
                 break
             for row in rows:
                 half_offset = row["queue_offset"]
                 if self.state.has_ended(half_offset) or half_offset in self._ending:
+                    continue
+                if self._half_batches.immune_end(half_offset, now_ms, timeout_ms) is not None:
                     continue
                 if now_ms - row["store_timestamp"] < self.settings.timeout_ms:
                     next_offset = -1
@@ -218,6 +160,7 @@ class TransactionService:
                 break
             offset = next_offset
         self.state.advance(self._store.min_offset(TRANS_HALF_TOPIC, 0))
+        self._half_batches.forget_below(self.state.next_half)
         self._persist()
 
     def _ask(self, row: dict[str, Any], checks: int) -> None:
@@ -280,9 +223,7 @@ class TransactionService:
     async def _read(self, topic: str, offset: int) -> tuple[list[dict[str, Any]], int]:
         """The next stored messages of queue 0 of `topic` from `offset`, and the offset after them."""
         while True:
-            result = await self._store.get_messages(
-                topic, 0, offset, max_messages=_STEP_MESSAGES, max_bytes=_STEP_BYTES
-            )
+            result = await self._store.get_messages(topic, 0, offset, max_messages=_STEP_MESSAGES, max_bytes=STEP_BYTES)
             if result.status is GetStatus.FOUND:
                 return [row for batch in result.batches() for row in batch.to_pylist()], result.next_begin_offset
             if result.status in (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_TOO_SMALL):
@@ -291,19 +232,6 @@ class TransactionService:
                 offset = result.next_begin_offset
                 continue
             return [], offset
-
-    async def _record_end(self, half_offset: int, kind: EndKind) -> None:
-        """Store the end record of the half message at `half_offset`, then count it in the state."""
-        number = next(self._op_numbers)
-        self._op_writes[number] = self._store.max_offset(TRANS_OP_HALF_TOPIC, 0)
-        try:
-            await self._store.put_messages(TRANS_OP_HALF_TOPIC, 0, [self._end_record(half_offset, kind)])
-            self.state.end(half_offset, kind)
-        finally:
-            del self._op_writes[number]
-
-    def _end_record(self, half_offset: int, kind: EndKind) -> StandardMessage:
-        return end_record(half_offset, kind, self._store.store_host)
 
     def _persist(self) -> None:
         """Write the progress: commits stored before the oldest end under way have their end record,
@@ -316,11 +244,5 @@ class TransactionService:
     def _persist_if_moved(self) -> None:
         if self.state.watermark != self._store.commit_log.max_offset:
             self.state.advance(self._store.min_offset(TRANS_HALF_TOPIC, 0))
+            self._half_batches.forget_below(self.state.next_half)
             self._persist()
-
-
-_PAST = {EndKind.COMMIT: "committed", EndKind.ROLLBACK: "rolled back", EndKind.DISCARD: "discarded"}
-
-
-def _refusal(reason: str) -> ValidationError:
-    return ValidationError(reason, code=ResponseCode.SYSTEM_ERROR)

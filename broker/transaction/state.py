@@ -3,10 +3,11 @@
 The truth lives in the store: half messages in RMQ_SYS_TRANS_HALF_TOPIC, end records in
 RMQ_SYS_TRANS_OP_HALF_TOPIC, commits in their real queues (broker/transaction/half.py). The file
 `config/transaction.json` keeps the progress: `halfOffset` (every half message below it ended),
-`checkTimes` (checks sent per half message at or above it), `ended` (how those at or above it that
-ended did), `discarded` (half messages moved to TRANS_CHECK_MAX_TIME_TOPIC below it: an END may still
-commit them), `rolledBack` (those below it that were rolled back: every other one below it committed,
-so an END that contradicts the first is told so), `opOffset`: every end record below it in the op
+`checkTimes` (checks sent per half message at or above it), `endedRuns` (how those at or above it
+that ended did: each kind's offsets as runs, `12-40,45`; older files have `ended`, by offset),
+`discarded` (half messages moved to TRANS_CHECK_MAX_TIME_TOPIC below it: an END may still commit
+them), `rolledBack` (those below it that were rolled back: every other one below it committed, so
+an END that contradicts the first is told so), `opOffset`: every end record below it in the op
 queue is counted in the file, and `commitLogOffset`: no commit stored before it lacks its end
 record. At startup only the end records from `opOffset` on are read back (as RocketMQ checks only
 its last files: start-up does not grow with the op queue), and commits stored since
@@ -18,12 +19,14 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker.store.log.commitlog import CommitLog
 from broker.transaction.half import EndKind
+from broker.transaction.range_end import decode_runs, encode_runs
 from rocketspark.fileutil import AtomicFileWriter
 from rocketspark.message import sysflag
 from rocketspark.message.properties import codec as props
@@ -58,6 +61,12 @@ class TransactionState:
         kind = self._below.get(offset, EndKind.COMMIT) if offset < self.next_half else self._ended.get(offset)
         return None if kind is EndKind.DISCARD else kind
 
+    def final_kinds(self, offsets: list[int]) -> list[EndKind | None]:
+        """:meth:`final_kind` of each of `offsets` (a range end's step: thousands at once)."""
+        below, ended, first, commit = self._below, self._ended, self.next_half, EndKind.COMMIT
+        kinds = [below.get(o, commit) if o < first else ended.get(o) for o in offsets]
+        return [None if kind is EndKind.DISCARD else kind for kind in kinds]
+
     def is_final(self, offset: int) -> bool:
         return self.final_kind(offset) is not None
 
@@ -85,16 +94,29 @@ class TransactionState:
         self._ended[offset] = kind
         self._checks.pop(offset, None)
 
+    def end_many(self, offsets: list[int], kind: EndKind) -> None:
+        """:meth:`end` of each of `offsets` (a range end's step)."""
+        ended = self._ended
+        if self._checks or min(offsets) < self.next_half or not ended.keys().isdisjoint(offsets):
+            for offset in offsets:
+                self.end(offset, kind)
+            return
+        ended.update(dict.fromkeys(offsets, kind))
+
     def advance(self, half_min_offset: int, to: int | None = None) -> None:
         """Move `next_half` past the ended half messages and those the half queue no longer holds
         (and to `to`, past which a check went, when given)."""
         offset = max(self.next_half, half_min_offset, to or 0)
-        while offset in self._ended:
-            offset += 1
-        for ended in [o for o in self._ended if o < offset]:
-            kind = self._ended.pop(ended)
+        ended = np.fromiter(self._ended, dtype=np.int64, count=len(self._ended))
+        ended.sort()  # a range end ends thousands a step: no walk of them one by one in Python
+        start = int(np.searchsorted(ended, offset))
+        run = ended[start:] - offset
+        gaps = np.flatnonzero(run != np.arange(len(run)))
+        offset += int(gaps[0]) if len(gaps) else len(run)
+        for passed in ended[: int(np.searchsorted(ended, offset))].tolist():
+            kind = self._ended.pop(passed)
             if kind is not EndKind.COMMIT:
-                self._below[ended] = kind
+                self._below[passed] = kind
         self._checks = {o: n for o, n in self._checks.items() if o >= offset}
         self._below = {o: kind for o, kind in self._below.items() if o >= half_min_offset}
         self.next_half = offset
@@ -108,7 +130,9 @@ class TransactionState:
         self._checks = {int(o): int(n) for o, n in (data.get("checkTimes") or {}).items()}
         self._below = {int(o): EndKind.DISCARD for o in data.get("discarded") or ()}
         self._below.update((int(o), EndKind.ROLLBACK) for o in data.get("rolledBack") or ())
-        self._ended = {int(o): EndKind(kind) for o, kind in (data.get("ended") or {}).items()}
+        self._ended = {int(o): EndKind(kind) for o, kind in (data.get("ended") or {}).items()}  # files before runs
+        for kind, runs in (data.get("endedRuns") or {}).items():
+            self._ended.update(dict.fromkeys(decode_runs(runs) or (), EndKind(kind)))
         self.op_offset = int(data.get("opOffset") or 0)  # files from before it: read the whole op queue
         watermark = data.get("commitLogOffset")
         self.watermark = int(watermark) if watermark is not None else None
@@ -138,13 +162,22 @@ class TransactionState:
         document = {
             "halfOffset": self.next_half,
             "checkTimes": {str(o): n for o, n in sorted(self._checks.items())},
-            "ended": {str(o): kind.value for o, kind in sorted(self._ended.items())},
+            "endedRuns": _runs_by_kind(self._ended),
             "discarded": sorted(o for o, kind in self._below.items() if kind is EndKind.DISCARD),
             "rolledBack": sorted(o for o, kind in self._below.items() if kind is EndKind.ROLLBACK),
             "opOffset": op_offset,
             "commitLogOffset": commit_log_offset,
         }
         self._writer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+
+
+def _runs_by_kind(ended: dict[int, EndKind]) -> dict[str, str]:
+    """The offsets of each kind of end as runs (`12-40,45`): a range end ends thousands at a time, and
+    this is written every second."""
+    by_kind: dict[EndKind, list[int]] = {}
+    for offset, kind in ended.items():
+        by_kind.setdefault(kind, []).append(offset)
+    return {kind.value: encode_runs(np.sort(np.asarray(offsets, dtype=np.int64))) for kind, offsets in by_kind.items()}
 
 
 def _commits(batch: pa.RecordBatch) -> list[int]:

@@ -12,16 +12,18 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from rocketspark.client.api import admin
 from rocketspark.client.api.offset import get_max_offset
 from rocketspark.client.config import ClientConfig
 from rocketspark.client.producer.transaction import AsyncTransactionProducer
 from rocketspark.client.sync import LitePullConsumer, shared_loop
-from rocketspark.message.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocketspark.message.validation import TRANS_HALF_TOPIC
 from rocketspark.protocol.body.heartbeat import ConsumeFromWhere
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.spark.sink.options import DEFAULT_TRANSACTIONAL_GROUP
@@ -93,15 +95,17 @@ class Reader(threading.Thread):
 
 
 def every_half_message_ended(cluster: SparkCluster) -> bool:
-    """Each broker stored an end record for each half message it holds."""
+    """No broker holds a half message not ended (GET_BROKER_RUNTIME_INFO's `transactionHalfMessages`;
+    a range end stores one end record for many half messages)."""
 
     async def ask() -> bool:
         client = RemotingClient()
         try:
             for broker in cluster.brokers.values():
-                halves = await get_max_offset(client, broker.address, TRANS_HALF_TOPIC, 0)
-                ends = await get_max_offset(client, broker.address, TRANS_OP_HALF_TOPIC, 0)
-                if ends < halves:
+                waiting = orjson.loads(
+                    (await admin.get_runtime_info(client, broker.address))["transactionHalfMessages"]
+                )
+                if any(waiting.values()):
                     return False
             return True
         finally:
@@ -232,7 +236,7 @@ def test_a_query_stopped_between_its_sends_and_its_commit_writes_every_row_once_
 
 @contextlib.contextmanager
 def group_member(cluster: SparkCluster, topic: str) -> Iterator[None]:
-    """A producer of the sink's group that answers checks from the batch records, as an executor's does."""
+    """A producer of the sink's group that answers checks from the batch records, as the driver's does."""
     config = ClientConfig(
         namesrv_addr=cluster.namesrv_addr,
         instance_name="test-group-member",

@@ -28,11 +28,11 @@ from rocketspark.spark.sink.transactional.commit import commit_batch
 from rocketspark.spark.sink.transactional.ending import end_halves
 from rocketspark.spark.sink.transactional.finishing import ORPHAN_COMMIT_AGE_S
 from rocketspark.spark.sink.transactional.listener import producer_for
-from rocketspark.spark.sink.transactional.ranges import ranges_of
 from rocketspark.spark.sink.transactional.record import (
     ATTEMPT_PROPERTY,
     RECORD_PROPERTY,
     BatchRecord,
+    HalfRange,
     RecordState,
     load,
     locked,
@@ -98,7 +98,8 @@ def send_task(options: SinkOptions, path: str, rows: int) -> tuple[TaskHalves, l
         message = Message(options.topic, f"row {i}".encode(), properties=extra)
         queue = MessageQueue(options.topic, "broker-a", i % QUEUES)
         halves.append(spark_cluster.run(producer.send_half(message, queue=queue))[1])
-    return TaskHalves("a1", path, rows, ranges_of("a1", halves)), halves
+    offsets = [half.queue_offset for half in halves]
+    return TaskHalves("a1", path, rows, (HalfRange("a1", "broker-a", min(offsets), max(offsets), rows),)), halves
 
 
 def test_a_commit_finished_after_its_driver_died_among_its_ends_stores_each_row_once(
@@ -110,9 +111,9 @@ def test_a_commit_finished_after_its_driver_died_among_its_ends_stores_each_row_
     task, halves = send_task(options, path, 40)
     producer = producer_for(options)
     # the first driver: its record, then the ENDs of the first rows of each queue, then it died
-    starts = spark_cluster.run(queue_starts(producer, halves))
+    starts = spark_cluster.run(queue_starts(producer, [halves]))
     save(path, BatchRecord(RecordState.COMMITTING, frozenset({"a1"}), task.ranges, starts))
-    spark_cluster.run(end_halves(producer, halves[:14], TransactionStatus.COMMIT))
+    spark_cluster.run(end_halves(producer, [halves[:14]], TransactionStatus.COMMIT))
     assert sum(visible(apache, "ApFinish").values()) == 14
     # the batch runs again (a new attempt's rows are rolled back); its commit finishes the first one's
     record = commit_batch(options, [task])
@@ -158,9 +159,9 @@ def test_a_check_finishes_a_commit_whose_driver_is_gone(apache: Cluster, tmp_pat
     path = str(tmp_path / "log" / "txn-ApOrphan-1.json")
     task, halves = send_task(options, path, 40)
     producer = producer_for(options)  # its listener answers the checks
-    starts = spark_cluster.run(queue_starts(producer, halves))
+    starts = spark_cluster.run(queue_starts(producer, [halves]))
     save(path, BatchRecord(RecordState.COMMITTING, frozenset({"a1"}), task.ranges, starts))
-    spark_cluster.run(end_halves(producer, halves[:14], TransactionStatus.COMMIT))
+    spark_cluster.run(end_halves(producer, [halves[:14]], TransactionStatus.COMMIT))
     old = time.time() - ORPHAN_COMMIT_AGE_S - 1
     os.utime(path, (old, old))
     with locked(path):  # a driver still committing: the checks leave the commit to it

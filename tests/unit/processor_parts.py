@@ -137,10 +137,11 @@ class OffsetAdminParts:
 
 @dataclass(frozen=True)
 class EndTransactionParts:
-    """EndTransactionContext, of EndTransactionProcessor (END_TRANSACTION)."""
+    """EndTransactionContext, of EndTransactionProcessor (END_TRANSACTION, END_TRANSACTION_RANGE)."""
 
     transactions: TransactionService
     store: MessageStore
+    config: BrokerConfig
 
 
 @asynccontextmanager

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rocketspark import fileutil
 from rocketspark.client.producer.transaction import HalfMessage, TransactionStatus
 from rocketspark.errors import ConfigError, TransactionRecordError
 from rocketspark.spark.sink import options as sink_options
@@ -72,7 +73,7 @@ def test_a_commit_with_a_record_that_cannot_be_read_fails_before_it_ends_anythin
 
 def test_new_record_directories_are_made_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[Path] = []
-    monkeypatch.setattr(record, "fsync_directory", synced.append)
+    monkeypatch.setattr(fileutil, "fsync_directory", synced.append)
     with locked(str(tmp_path / "log" / "query-id" / "7.json")):
         pass
     assert synced == [tmp_path, tmp_path / "log"]  # each new directory's parent
@@ -121,7 +122,7 @@ class _Producer:
 def test_ends_of_one_queue_are_stored_in_the_order_of_its_half_messages() -> None:
     halves = [HalfMessage("Out", "broker-a", offset, offset, f"ID{offset}", offset % 3) for offset in range(60)]
     producer = _Producer()
-    asyncio.run(ending.end_halves(producer, halves, COMMIT))  # type: ignore[arg-type]
+    asyncio.run(ending.end_halves(producer, [halves], COMMIT))  # type: ignore[arg-type]
     for queue_id in range(3):
         assert [h for h in producer.ended if h.queue_id == queue_id] == [h for h in halves if h.queue_id == queue_id]
 

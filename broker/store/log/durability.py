@@ -8,18 +8,6 @@ flushed offset, the checkpoint.
 
 from __future__ import annotations
 
-from pathlib import Path
+from rocketspark.fileutil import fsync_directory, make_directories
 
-from rocketspark.fileutil import fsync_directory
-
-
-def make_directories(directory: Path) -> None:
-    """`mkdir -p` whose new directories are durable: each one's parent is fsynced after it is made."""
-    missing: list[Path] = []
-    current = directory
-    while not current.is_dir():
-        missing.append(current)
-        current = current.parent
-    for path in reversed(missing):
-        path.mkdir(exist_ok=True)
-        fsync_directory(path.parent)
+__all__ = ["fsync_directory", "make_directories"]

@@ -109,13 +109,15 @@ async def send_arrow(
     *,
     first_msg_id: str,
     timeout_s: float | None = None,
+    code: int = ExtensionCode.ARROW_SEND_MESSAGE,
 ) -> SendResult:
-    """The Arrow send extension; RequestCodeNotSupportedError from brokers without it.
+    """The Arrow send extension (or, with `code` ARROW_SEND_HALF_MESSAGE, its batch of half
+    messages); RequestCodeNotSupportedError from brokers without it.
 
     The broker answers the commit log offset of the batch's first message; with the broker's
     address (its store host, as in standard answers) that is the first message's offset msgId."""
     request = RemotingCommand(
-        code=ExtensionCode.ARROW_SEND_MESSAGE,
+        code=code,
         opaque=next_opaque(),
         ext_fields=header.to_ext_fields(),
         body_view=ipc_stream(PRODUCER_SCHEMA, [batch]),

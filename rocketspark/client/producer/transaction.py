@@ -6,7 +6,14 @@ END_TRANSACTION (oneway, as Java) by its answer: commit makes it visible, rollba
 unknown leaves it to the broker's check. A check (CHECK_TRANSACTION_STATE, from any broker, on any
 connection of the group) runs `check_local_transaction` on the producer's check threads, never on
 the event loop, and is answered the same way. `send_half` and `end_transaction` are the two steps
-apart, for callers (the Spark sink) that end half messages later, from another process.
+apart, for callers (the Spark sink) that end half messages later, from another process;
+`send_half_batch` and `end_range` are the bundled broker's batch forms of them (docs/protocol.md,
+"Extensions"): an Arrow batch of half messages of one transaction, and the end of a transaction's
+half messages in a range of the half queue. A broker without them (Apache RocketMQ's) is remembered,
+and the caller sends single half messages to it.
+
+A producer may send for another group (`check_group`): its half messages name that group (PGROUP),
+so the broker asks that group's producers about them, and its ENDs carry it, as the broker requires.
 """
 
 from __future__ import annotations
@@ -14,22 +21,32 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rocketspark.client.api.send import SendResult, SendStatus, send_message
-from rocketspark.client.api.transaction import end_transaction
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rocketspark.client.api.send import SendResult, SendStatus, send_arrow, send_message
+from rocketspark.client.api.transaction import end_transaction, end_transaction_range
 from rocketspark.client.instance import ClientInstance
 from rocketspark.client.producer.producer import AsyncProducer
 from rocketspark.client.producer.send_retry import Limits, send_with_retries
-from rocketspark.errors import RocketMQError, ValidationError
+from rocketspark.errors import RequestCodeNotSupportedError, RocketMQError, ValidationError
 from rocketspark.message import sysflag
 from rocketspark.message.ids import decode_offset_msg_id
 from rocketspark.message.message import Message, MessageExt
 from rocketspark.message.properties import codec as props
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.headers.transaction import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketspark.protocol.extension import ExtensionCode
+from rocketspark.protocol.headers.transaction import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRangeRequestHeader,
+    EndTransactionRangeResponseHeader,
+    EndTransactionRequestHeader,
+)
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.connection import Connection
 
@@ -97,10 +114,21 @@ class TransactionSendResult:
 
 
 class AsyncTransactionProducer(AsyncProducer):
-    def __init__(self, group: str, listener: TransactionListener, *, check_threads: int = 1, **options: Any) -> None:
-        """`check_threads`: threads that run the listener (Java's checkThreadPoolMinSize); `options`:
-        those of :class:`~rocketspark.client.producer.producer.AsyncProducer`."""
+    def __init__(
+        self,
+        group: str,
+        listener: TransactionListener,
+        *,
+        check_threads: int = 1,
+        check_group: str | None = None,
+        **options: Any,
+    ) -> None:
+        """`check_threads`: threads that run the listener (Java's checkThreadPoolMinSize);
+        `check_group`: the group whose producers the brokers ask about its half messages (default
+        `group`); `options`: those of :class:`~rocketspark.client.producer.producer.AsyncProducer`."""
         super().__init__(group, **options)
+        self.check_group = check_group or group
+        self._no_half_batches: set[str] = set()  # brokers that answered the batch forms "not supported"
         if check_threads <= 0:
             raise ValidationError(f"check_threads must be positive, got {check_threads}")
         self.listener = listener
@@ -137,10 +165,9 @@ class AsyncTransactionProducer(AsyncProducer):
         if message.delay_level or message.deliver_time_ms is not None:
             raise ValidationError("a transactional message may not be delayed (delay_level, deliver_time_ms)")
         header, body, uniq_key = self._prepare(message, uniq_key)
-        properties = props.decode_properties(header.properties or "")
-        properties[props.TRANSACTION_PREPARED] = "true"
-        properties[props.PRODUCER_GROUP] = self.group
-        header.properties = props.encode_properties(properties)
+        # appended: _prepare refuses these system keys among the message's own properties
+        marks = props.encode_properties({props.TRANSACTION_PREPARED: "true", props.PRODUCER_GROUP: self.check_group})
+        header.properties = (header.properties or "") + marks
         header.sys_flag |= sysflag.TRANSACTION_PREPARED_TYPE
 
         async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult:
@@ -170,7 +197,7 @@ class AsyncTransactionProducer(AsyncProducer):
         instance = self._running()
         timeout_s = (timeout_ms or self.send_timeout_ms) / 1000
         header = EndTransactionRequestHeader(
-            producer_group=self.group,
+            producer_group=self.check_group,
             tran_state_table_offset=half.queue_offset,
             commit_log_offset=half.commit_log_offset,
             commit_or_rollback=status.sys_flag,
@@ -201,6 +228,136 @@ class AsyncTransactionProducer(AsyncProducer):
             fixed_queue=True,
             refresh_route=lambda: instance.route(half.topic, refresh=True),
         )
+
+    # -- the batch forms (bundled brokers) -----------------------------------------------------
+
+    def serves_half_batches(self, broker_name: str) -> bool:
+        """Whether `broker_name` is not known to lack the batch forms."""
+        return broker_name not in self._no_half_batches
+
+    async def send_half_batch(
+        self,
+        batch: pa.RecordBatch,
+        queue: MessageQueue,
+        *,
+        transaction_id: str,
+        properties: Mapping[str, str],
+        timeout_ms: int | None = None,
+    ) -> SendResult | None:
+        """Send `batch` (PRODUCER_SCHEMA) as half messages of
+        `transaction_id` to `queue`, each with `properties` besides its own, within `timeout_ms`;
+        what the broker stored (`queue_offset`: the first row's half-queue offset, the others follow),
+        or None from a broker without ARROW_SEND_HALF_MESSAGE, which is then remembered. Retried as
+        the producer's sends are (the Spark sink's producer does not: a batch that timed out may be
+        stored, and a second copy would be ended with it)."""
+        given = batch.column("uniq_key")
+        if given.null_count:  # ids for the rows without one, as the Arrow send gives them
+            uniq = pc.coalesce(given, self._ids.next_many(len(batch)))
+            batch = batch.set_column(batch.schema.get_field_index("uniq_key"), "uniq_key", uniq)
+        common = {
+            **properties,
+            props.TRANSACTION_PREPARED: "true",
+            props.PRODUCER_GROUP: self.check_group,
+            props.TRANSACTION_ID: transaction_id,
+            props.WAIT_STORE_MSG_OK: "true",
+        }
+        header = self._header(Message(queue.topic, b""), common, 0)
+        first_id = batch.column("uniq_key")[0].as_py()
+
+        async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult | None:
+            if target.broker_name in self._no_half_batches:
+                return None
+            header.queue_id = target.queue_id
+            address = await instance.broker_address(target.broker_name, target.topic)
+            try:
+                return await send_arrow(
+                    instance.remoting,
+                    address,
+                    target.broker_name,
+                    header,
+                    batch,
+                    first_msg_id=first_id,
+                    timeout_s=timeout_s,
+                    code=ExtensionCode.ARROW_SEND_HALF_MESSAGE,
+                )
+            except RequestCodeNotSupportedError:
+                self._learn_no_batches(target.broker_name)
+                return None
+
+        result = await self._with_retries(queue.topic, queue, None, Limits(timeout_ms), attempt)
+        if result is not None:
+            await self._introduce(queue.broker_name)
+        return result
+
+    async def end_range(
+        self,
+        broker_name: str,
+        transaction_id: str,
+        first: int,
+        last: int,
+        status: TransactionStatus,
+        *,
+        topic: str,
+        timeout_ms: int | None = None,
+    ) -> int:
+        """End the half messages of `transaction_id` in half-queue offsets `first`..`last` of
+        `broker_name` (whose route `topic` gives) by COMMIT or ROLLBACK, in offset order, a step per
+        request, each within `timeout_ms`; how many there were (ended now or before, alike).
+        RequestCodeNotSupportedError from a broker without END_TRANSACTION_RANGE."""
+        instance = self._running()
+        timeout_s = (timeout_ms or self.send_timeout_ms) / 1000
+        ended = 0
+        offset = first
+        while offset <= last:
+            header = EndTransactionRangeRequestHeader(
+                producer_group=self.check_group,
+                transaction_id=transaction_id,
+                first_offset=offset,
+                last_offset=last,
+                commit_or_rollback=status.sys_flag,
+            )
+            answer = await self._end_range_step(instance, broker_name, topic, header, timeout_s)
+            if answer.next_offset <= offset:
+                raise RocketMQError(f"broker {broker_name} ended no step of the range from offset {offset}")
+            ended += answer.count
+            offset = answer.next_offset
+        return ended
+
+    async def _end_range_step(
+        self,
+        instance: ClientInstance,
+        broker_name: str,
+        topic: str,
+        header: EndTransactionRangeRequestHeader,
+        timeout_s: float,
+    ) -> EndTransactionRangeResponseHeader:
+        queue = MessageQueue(topic, broker_name, 0)
+
+        async def choose(avoid: str | None) -> MessageQueue:
+            return queue
+
+        async def attempt(target: MessageQueue, remaining_s: float) -> EndTransactionRangeResponseHeader:
+            address = await instance.broker_address(target.broker_name, target.topic)
+            try:
+                return await end_transaction_range(instance.remoting, address, header, remaining_s)
+            except RequestCodeNotSupportedError:
+                self._learn_no_batches(broker_name)
+                raise
+
+        return await send_with_retries(
+            topic,
+            choose,
+            attempt,
+            retries=0,
+            timeout_s=timeout_s,
+            fixed_queue=True,
+            refresh_route=lambda: instance.route(topic, refresh=True),
+        )
+
+    def _learn_no_batches(self, broker_name: str) -> None:
+        if broker_name not in self._no_half_batches:  # sends in flight at once learn it together
+            log.info("broker %s does not serve batches of half messages; sending them one by one", broker_name)
+            self._no_half_batches.add(broker_name)
 
     # -- Java's API ----------------------------------------------------------------------------
 

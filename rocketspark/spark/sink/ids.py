@@ -83,8 +83,11 @@ class IdScope:
     scope: tuple[object, ...]  # (query id, batch id) or (txnAppId, txnVersion)
     partition: int
     _words: tuple[int, int] = (0, 0)
-    _seen: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=U64))  # sorted content hashes
-    _counts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    #: the content hashes seen so far and how often, as sorted runs (each hash in one), the newest
+    #: last and at most half as long as the one before: a batch looks its rows up in every run and
+    #: adds one, and runs merge as a binary counter's digits carry, so a task of n rows sorts each
+    #: hash O(log n) times, not once per later batch
+    _runs: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._words = _scope_words(*self.scope, self.partition)
@@ -100,22 +103,24 @@ class IdScope:
         group_start = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
         ranks = np.empty(n, dtype=np.int64)
         ranks[order] = np.arange(n) - group_start
-        unique, counts = ordered[starts], np.diff(np.append(np.flatnonzero(starts), n))
-        before = np.zeros(n, dtype=np.int64)
-        if len(self._seen):
-            where = np.clip(np.searchsorted(self._seen, hashes), 0, len(self._seen) - 1)
-            known = self._seen[where] == hashes
-            before[known] = self._counts[where[known]]
-            at = np.clip(np.searchsorted(self._seen, unique), 0, len(self._seen) - 1)
-            old = self._seen[at] == unique
-            self._counts[at[old]] += counts[old]
-            merged = np.concatenate([self._seen, unique[~old]])
-            merged_counts = np.concatenate([self._counts, counts[~old]])
-            resort = np.argsort(merged, kind="stable")
-            self._seen, self._counts = merged[resort], merged_counts[resort]
-        else:
-            self._seen, self._counts = unique, counts.astype(np.int64)
-        return before + ranks
+        unique, counts = ordered[starts], np.diff(np.append(np.flatnonzero(starts), n)).astype(np.int64)
+        row_unique = np.empty(n, dtype=np.int64)  # each row's index in `unique`
+        row_unique[order] = np.cumsum(starts) - 1
+        prior = np.zeros(len(unique), dtype=np.int64)  # each hash's rows in earlier calls
+        new = np.ones(len(unique), dtype=bool)
+        for seen, seen_counts in self._runs:  # sorted needles: the lookups walk each run once
+            at = np.clip(np.searchsorted(seen, unique), 0, len(seen) - 1)
+            old = seen[at] == unique
+            prior[old] = seen_counts[at[old]]
+            seen_counts[at[old]] += counts[old]
+            new &= ~old
+        if new.any():
+            self._runs.append((unique[new], counts[new]))
+        while len(self._runs) > 1 and len(self._runs[-2][0]) <= 2 * len(self._runs[-1][0]):
+            (low, low_counts), (high, high_counts) = self._runs.pop(), self._runs.pop()
+            positions = np.searchsorted(high, low)  # both sorted, no hash in both: a merge, no sort
+            self._runs.append((np.insert(high, positions, low), np.insert(high_counts, positions, low_counts)))
+        return prior[row_unique] + ranks
 
     def ids(self, rows: pa.RecordBatch, topics: pa.Array) -> tuple[pa.Array, np.ndarray]:
         """(the rows' ids as a string array, a 64-bit hash of each id to choose its queue by)."""

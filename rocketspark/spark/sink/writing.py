@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,11 +120,18 @@ class Tally:
 
 
 class SendPipeline:
-    """The sends of one task, on the process's event loop, each with the query's timeout and retries."""
+    """The sends of one task, on the process's event loop, each with the query's timeout and retries;
+    each producer batch goes through `send` (default: the producer's Arrow send)."""
 
-    def __init__(self, producer: AsyncProducer, options: SinkOptions) -> None:
+    def __init__(
+        self,
+        producer: AsyncProducer,
+        options: SinkOptions,
+        send: Callable[[Outgoing], Awaitable[list[SendResult]]] | None = None,
+    ) -> None:
         self.producer = producer
         self.options = options
+        self._send = send or self._send_batch
         self._tails: dict[MessageQueue, asyncio.Future[list[SendResult]]] = {}
         self._slots: asyncio.Semaphore | None = None
         self._running: set[asyncio.Task[Any]] = set()  # every unfinished task of this pipeline
@@ -163,14 +170,17 @@ class SendPipeline:
         if previous is not None:
             await previous  # raises its failure: the task fails either way
         async with slots:
-            return await self.producer.send_producer_batch(
-                item.batch,
-                item.topic,
-                queue=item.queue,
-                delay_level=item.delay_level,
-                timeout_ms=self.options.send_timeout_ms,
-                retries=self.options.retries,
-            )
+            return await self._send(item)
+
+    async def _send_batch(self, item: Outgoing) -> list[SendResult]:
+        return await self.producer.send_producer_batch(
+            item.batch,
+            item.topic,
+            queue=item.queue,
+            delay_level=item.delay_level,
+            timeout_ms=self.options.send_timeout_ms,
+            retries=self.options.retries,
+        )
 
 
 def _settle(in_flight: set[Future[list[SendResult]]], tally: Tally, keep: int) -> None:

@@ -1,20 +1,21 @@
 """Driver side of a transactional write: `commit` and `abort` of a batch, from its tasks' halves.
 
 Spark runs each in a Python worker with a fresh writer, so everything they need travels in the
-tasks' commit messages and the batch record. `commit` reads the tasks' half messages back from their
-offset ranges (ranges.py) and writes the record (`committing`, every attempt and range) before it
-ends any half message, commits them all, then marks the record `committed` and rolls back the half
-messages of other attempts it was handed. If the record says a commit began already (a driver that
+tasks' commit messages and the batch record. `commit` reads the tasks' half messages sent alone back
+from their offset ranges (ranges.py) and writes the record (`committing`, every attempt and range)
+before it ends any half message, commits them all (batches of them by range, the others one by one:
+ending.py), then marks the record `committed` and rolls back the half messages of other attempts it
+was handed. If the record says a commit began already (a driver that
 died mid-commit, the batch run again after the restart), that commit is finished instead and every
 half message of the new run is rolled back: a consumer sees the batch's rows once. A record that
 says `committed` (the batch replayed after Spark lost its commit) ends nothing again: every END it
-lists was stored, and an Apache broker stores a commit each time it gets one. The ENDs of one queue
-go in the order of its half messages (ending.py). `abort` records its attempts as rolled back and
+lists was stored, and an Apache broker stores a commit each time it gets one. The rows of a task
+attempt reach each queue in their order (ending.py). `abort` records its attempts as rolled back and
 rolls their half messages back.
 Both decide under the record's lock, and `commit` holds it through its ENDs: of two commits of one
 batch at once (a stopped query's commit runner still at work beside the restarted query's) the
 second finds the batch committed, and ends nothing. A commit that finds a `committing` record
-(its driver died among the ENDs) ends only the rows not in their queues yet (stored.py).
+(its driver died among the ENDs) ends only the rows not in their queues yet (finishing.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from rocketspark.client.producer.transaction import AsyncTransactionProducer, Ha
 from rocketspark.errors import RocketMQError
 from rocketspark.spark import cluster
 from rocketspark.spark.sink.options import SinkOptions
-from rocketspark.spark.sink.transactional.ending import end_halves
+from rocketspark.spark.sink.transactional.ending import end_halves, end_ranges
 from rocketspark.spark.sink.transactional.finishing import finish_commit
 from rocketspark.spark.sink.transactional.listener import using_producer
 from rocketspark.spark.sink.transactional.ranges import resolve
@@ -59,12 +60,13 @@ def commit_batch(options: SinkOptions, tasks: Sequence[TaskHalves]) -> BatchReco
             record = load(path)  # TransactionRecordError: a record that cannot be read ends nothing
             if record is None or not record.commits:
                 ranges = tuple(span for task in tasks for span in task.ranges)
-                halves = cluster.run(resolve(producer, ranges, timeout_ms), None)
+                singles = [span for span in ranges if not span.batched]
+                halves = cluster.run(resolve(producer, singles, timeout_ms), None)
                 starts = cluster.run(queue_starts(producer, halves, timeout_ms))
                 attempts = frozenset(task.attempt for task in tasks)
                 record = BatchRecord(RecordState.COMMITTING, attempts, ranges, starts)
                 save(path, record)  # before any half message is ended
-                to_end: Sequence[HalfMessage] | None = halves
+                to_end: Sequence[Sequence[HalfMessage]] | None = halves
             else:
                 to_end = None  # a commit begun before: those not in their queues yet
             if record.state is RecordState.COMMITTED:
@@ -96,9 +98,11 @@ def _roll_back(producer: AsyncTransactionProducer, options: SinkOptions, ranges:
     if not ranges:
         return
     timeout_ms = options.send_timeout_ms
+    rollback = TransactionStatus.ROLLBACK
     try:
-        halves = cluster.run(resolve(producer, ranges, timeout_ms), None)
-        cluster.run(end_halves(producer, halves, TransactionStatus.ROLLBACK, timeout_ms), None)
+        cluster.run(end_ranges(producer, [span for span in ranges if span.batched], rollback, timeout_ms), None)
+        halves = cluster.run(resolve(producer, [span for span in ranges if not span.batched], timeout_ms), None)
+        cluster.run(end_halves(producer, halves, rollback, timeout_ms), None)
     except RocketMQError as exc:
         rows = sum(span.count for span in ranges)
         log.warning("rolling back %d half messages failed (the brokers' checks will): %s", rows, exc)

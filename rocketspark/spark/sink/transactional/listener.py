@@ -1,11 +1,14 @@
-"""The transactional sink's producer (one per process and group) and its answers to checks.
+"""The transactional sink's producers (per process: one for tasks, one for the driver) and the
+driver's answers to checks.
 
-Every process of a query that sends or ends half messages (executors' Python workers, the driver's
-commit runner) holds a producer of the sink's group; a broker's check may reach any of them, and
-each answers from the batch's record (:mod:`rocketspark.spark.sink.transactional.record`). A producer
-that cannot read the record (a transaction log not shared with its host, a damaged file) answers
-UNKNOWN, so the broker asks again, maybe another producer. A check of a batch whose commit its
-driver left unfinished makes the checked producer finish it (finishing.py).
+The driver answers the brokers' checks, never an executor: the driver's Python workers (those that
+plan a write and commit its batches) hold a producer of the sink's group (`producerGroup`), and the
+tasks' half messages name that group (PGROUP), while the executors' producers are of another group
+(`<producerGroup>-tasks`) and only send: a broker asks a producer of the half message's group. So
+only the driver reads the batch records (:mod:`rocketspark.spark.sink.transactional.record`): the
+transaction log needs no storage the executors share. A driver producer that cannot read the
+record (a damaged file, permissions) answers UNKNOWN, so the broker asks again. A check of a batch
+whose commit its driver left unfinished makes the checked producer finish it (finishing.py).
 
 As the plain sink's (:mod:`rocketspark.spark.sink.writing`), the producer is kept per name servers,
 group, credentials and TLS settings, every query's sends and ENDs carry the query's `sendTimeoutMs`,
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 from typing import Any
 
@@ -35,6 +37,7 @@ from rocketspark.spark.sink.transactional.record import (
     RecordState,
     load,
 )
+from rocketspark.spark.sink.transactional.storage import records_of
 from rocketspark.spark.sink.writing import producer_key
 
 log = logging.getLogger(__name__)
@@ -45,10 +48,23 @@ INSTANCE_NAME = "rocketspark-transactions"
 
 #: records a listener keeps read (a running query's checks are about its last few batches)
 _CACHED_RECORDS = 16
+#: the executors' producer group: `producerGroup` and this (a broker never asks it about a half message)
+TASK_GROUP_SUFFIX = "-tasks"
 
 _producers: ProcessCache[tuple[object, ...], AsyncTransactionProducer] = ProcessCache(
     alive=lambda producer: producer.running, close=cluster.close_producer, idle_s=cluster.PRODUCER_IDLE_S
 )
+
+
+class _TaskListener:
+    """The executors' producers send for the driver's group: no check is about their own."""
+
+    def execute_local_transaction(self, message: Message, arg: Any) -> TransactionStatus:
+        return TransactionStatus.UNKNOWN
+
+    def check_local_transaction(self, message: MessageExt) -> TransactionStatus:
+        log.warning("half message %s: a check reached a task's producer, which has no answer", message.msg_id)
+        return TransactionStatus.UNKNOWN
 
 
 class RecordListener:
@@ -66,11 +82,9 @@ class RecordListener:
         self.producer: AsyncTransactionProducer | None = None
 
     def _record(self, path: str) -> BatchRecord | None:
-        try:
-            stat = os.stat(path)
-        except FileNotFoundError:
+        version = records_of(path).version(path)
+        if version is None:
             return None
-        version = (stat.st_mtime_ns, stat.st_size)
         with self._cache_lock:
             cached = self._cached.get(path)
         if cached is not None and cached[0] == version:
@@ -115,12 +129,14 @@ class RecordListener:
         return TransactionStatus.ROLLBACK if finished else TransactionStatus.UNKNOWN
 
 
-def _start(options: SinkOptions) -> AsyncTransactionProducer:
+def _start(options: SinkOptions, *, tasks: bool) -> AsyncTransactionProducer:
     config = ClientConfig(namesrv_addr=options.namesrv_addr, instance_name=INSTANCE_NAME)
-    listener = RecordListener()
+    listener = _TaskListener() if tasks else RecordListener()
+    group = options.producer_group + TASK_GROUP_SUFFIX if tasks else options.producer_group
     producer = AsyncTransactionProducer(
-        options.producer_group,
+        group,
         listener,
+        check_group=options.producer_group,
         client_config=config,
         send_timeout_ms=DEFAULT_SEND_TIMEOUT_MS,
         retry_times_when_send_failed=0,
@@ -128,21 +144,33 @@ def _start(options: SinkOptions) -> AsyncTransactionProducer:
         use_tls=options.use_tls,
         tls_trust=options.tls_trust,
     )
-    listener.producer = producer
+    if isinstance(listener, RecordListener):
+        listener.producer = producer
     cluster.run(producer.start())
     return producer
 
 
+def _key(options: SinkOptions, tasks: bool) -> tuple[object, ...]:
+    return (*producer_key(options), tasks)
+
+
 def producer_for(options: SinkOptions) -> AsyncTransactionProducer:
-    """This process's transaction producer for the sink's name servers, group and security settings.
+    """This process's driver producer for the sink's name servers, group and security settings: it
+    answers the brokers' checks of the group's half messages from the records.
 
     A half message is sent once (no retry inside a task: one that timed out may be stored, and only
     a new task attempt, whose half messages the record tells apart, may send its row again). Its
     own `send_timeout_ms` is the option's default, which a check that finishes an orphaned commit
     uses; the sink passes its query's `sendTimeoutMs` with each send and END."""
-    return _producers.get(producer_key(options), lambda: _start(options))
+    return _producers.get(_key(options, False), lambda: _start(options, tasks=False))
 
 
 def using_producer(options: SinkOptions) -> contextlib.AbstractContextManager[AsyncTransactionProducer]:
-    """:func:`producer_for`, kept from closing while the block runs (a task's sends, a commit)."""
-    return _producers.using(producer_key(options), lambda: _start(options))
+    """:func:`producer_for`, kept from closing while the block runs (a commit)."""
+    return _producers.using(_key(options, False), lambda: _start(options, tasks=False))
+
+
+def using_task_producer(options: SinkOptions) -> contextlib.AbstractContextManager[AsyncTransactionProducer]:
+    """This process's producer for a task's half messages (of the driver's group, sent from
+    `<producerGroup>-tasks`), kept from closing while the task sends."""
+    return _producers.using(_key(options, True), lambda: _start(options, tasks=True))

@@ -1,31 +1,20 @@
 """The options of transactional writes: `transactional` and where the batch records go.
 
-`transactionLog` names a directory every producer of the query can read (the driver's, for its
-commits, and the executors', which answer the brokers' checks); by default the
-`rocketmq-transactions` directory of the query's `checkpointLocation` (when given as an option).
-Local paths only (a `file:` URI is taken as its path): the records are read with plain file I/O.
+`transactionLog` names where the driver keeps the batch records (only the driver's Python workers
+read and write them: listener.py); by default the `rocketmq-transactions` directory of the query's
+`checkpointLocation` (when given as an option). A local path (a `file:` URI is one) or a URI of a
+file system pyarrow opens (storage.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from urllib.parse import urlparse
 
 from rocketspark.errors import ConfigError
+from rocketspark.spark.sink.transactional.storage import join, normalize
 
 #: the records' directory inside the checkpoint
 CHECKPOINT_DIRECTORY = "rocketmq-transactions"
-
-
-def _local(name: str, value: str) -> str:
-    parsed = urlparse(value)
-    if parsed.scheme and parsed.scheme != "file" and len(parsed.scheme) > 1:  # not a Windows drive letter
-        raise ConfigError(
-            f"option {name}: {value!r} is not a local path; transactional writes keep their records with "
-            "plain file I/O: set transactionLog to a directory every executor and the driver can read"
-        )
-    return str(Path(parsed.path if parsed.scheme else value).absolute())
 
 
 def transaction_log_option(options: Mapping[str, str]) -> str | None:
@@ -34,10 +23,10 @@ def transaction_log_option(options: Mapping[str, str]) -> str | None:
     if explicit is not None:
         if not explicit.strip():
             raise ConfigError("option transactionLog: must not be empty")
-        return _local("transactionLog", explicit.strip())
+        return normalize("transactionLog", explicit.strip())
     checkpoint = options.get("checkpointlocation")
     if checkpoint:
-        return str(Path(_local("checkpointLocation", checkpoint)) / CHECKPOINT_DIRECTORY)
+        return join(normalize("checkpointLocation", checkpoint.strip()), CHECKPOINT_DIRECTORY)
     return None
 
 

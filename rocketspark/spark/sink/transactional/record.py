@@ -1,11 +1,12 @@
 """A batch's transaction record: which task attempts' half messages commit, written ahead.
 
 One JSON file per batch under the transaction log (`transactionLog`, by default
-`<checkpointLocation>/rocketmq-transactions`): `<query id>/<batch id>.json` for a streaming batch,
-`txn-<txnAppId>-<txnVersion>.json` for a batch write. Each half message names its record's path and
+`<checkpointLocation>/rocketmq-transactions`, a local path or a URI: storage.py):
+`<query id>/<batch id>.json` for a streaming batch, `txn-<txnAppId>-<txnVersion>.json` for a batch
+write. Each half message names its record's path and
 its task attempt (the properties RECORD_PROPERTY and ATTEMPT_PROPERTY, which a copy of it keeps as it
-keeps its UNIQ_KEY), so any producer of the group that can read the path answers the brokers' checks
-from it:
+keeps its UNIQ_KEY), so the driver's producers, which the brokers ask (listener.py), answer the
+checks from it:
 
 * no record: the batch has not committed yet (UNKNOWN);
 * `committing`: UNKNOWN for the attempts it lists (the driver is ending them, or a restarted driver
@@ -34,8 +35,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import fcntl
 import logging
+import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ import orjson
 
 from rocketspark.client.producer.transaction import TransactionStatus
 from rocketspark.errors import TransactionRecordError
-from rocketspark.fileutil import fsync_directory, write_atomically
+from rocketspark.spark.sink.transactional.storage import flocked, is_local, join, records_of
 from rocketspark.spark.sink.transactional.stored import QueueStart
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,9 @@ RETAINED_BATCHES = 100
 #: properties of every half message the sink sends (kept by the committed message)
 RECORD_PROPERTY = "RS_TXN_RECORD"
 ATTEMPT_PROPERTY = "RS_TXN_ATTEMPT"
+#: of a half message sent alone: its row's place among the attempt's (sends overlap, so the half
+#: queue may hold them in another order; the ENDs go in this one)
+SEQUENCE_PROPERTY = "RS_TXN_SEQ"
 
 
 class RecordState(enum.Enum):
@@ -68,13 +72,16 @@ class RecordState(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class HalfRange:
     """`count` half messages of task attempt `attempt` lie in offsets [first, last] of queue 0 of
-    RMQ_SYS_TRANS_HALF_TOPIC on `broker_name` (among others'; ranges.py reads them back)."""
+    RMQ_SYS_TRANS_HALF_TOPIC on `broker_name` (among others'); `batched`: sent as batches of half
+    messages of the attempt's transaction, which the broker ends by the range (ending.py), else one
+    by one, read back to be ended (ranges.py)."""
 
     attempt: str
     broker_name: str
     first: int
     last: int
     count: int
+    batched: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,9 @@ class BatchRecord:
         return self.state is not RecordState.ABORTED
 
     def to_json(self) -> bytes:
-        ranges = [[r.attempt, r.broker_name, r.first, r.last, r.count] for r in self.ranges]
+        ranges = [
+            [r.attempt, r.broker_name, r.first, r.last, r.count, *([1] if r.batched else [])] for r in self.ranges
+        ]
         document = {"state": self.state.value, "attempts": sorted(self.attempts), "ranges": ranges}
         return orjson.dumps({**document, "starts": [list(start) for start in self.starts]})
 
@@ -110,43 +119,54 @@ class BatchRecord:
         state = RecordState(raw["state"])
         if "halves" in raw and state is RecordState.COMMITTING:
             raise ValueError("a commit begun by rocketspark before offset ranges, which this version cannot finish")
-        ranges = tuple(HalfRange(str(a), str(b), int(f), int(la), int(c)) for a, b, f, la, c in raw.get("ranges", ()))
+        ranges = tuple(
+            HalfRange(str(a), str(b), int(f), int(la), int(c), bool(batched and batched[0]))
+            for a, b, f, la, c, *batched in raw.get("ranges", ())
+        )
         starts = tuple((str(t), str(b), int(q), int(o)) for t, b, q, o in raw.get("starts", ()))
         return cls(state, frozenset(raw["attempts"]), ranges, starts)
 
 
 def stream_record_path(log_dir: str, query_id: str, batch_id: int) -> str:
-    return str(Path(log_dir) / query_id / f"{batch_id}.json")
+    return join(log_dir, query_id, f"{batch_id}.json")
 
 
 def forget_old_batches(record_path: str, retained: int = RETAINED_BATCHES) -> int:
     """Delete the records and locks of the query's batches `retained` or more batches older than the
     one at `record_path` (a streaming batch's); how many records went. Spark runs only a query's last
     batch again, so no commit reads them; a check of a stray half message of one is answered UNKNOWN."""
-    path = Path(record_path)
-    newest = int(path.stem)
+    records = records_of(record_path)
+    directory, name = _split(record_path)
+    newest = int(name.removesuffix(".json"))
     forgotten = 0
-    for old in path.parent.glob("*.json"):
-        if old.stem.isdigit() and int(old.stem) <= newest - retained:
-            old.unlink(missing_ok=True)
-            Path(f"{old}.lock").unlink(missing_ok=True)
+    for old in records.names(directory):
+        stem = old.removesuffix(".json")
+        if old.endswith(".json") and stem.isdigit() and int(stem) <= newest - retained:
+            records.delete(join(directory, old))
             forgotten += 1
     return forgotten
 
 
 def write_record_path(log_dir: str, name: str) -> str:
-    return str(Path(log_dir) / f"{name}.json")
+    return join(log_dir, f"{name}.json")
+
+
+def _split(path: str) -> tuple[str, str]:
+    """(directory, name) of a record's local path or URI."""
+    if is_local(path):
+        return str(Path(path).parent), Path(path).name
+    return posixpath.dirname(path), posixpath.basename(path)
 
 
 def load(path: str) -> BatchRecord | None:
     """The record at `path`; None when there is none. TransactionRecordError when the file exists but
     cannot be read or is not a record."""
     try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return None
+        data = records_of(path).read(path)
     except OSError as exc:
         raise _unreadable(path, exc) from exc
+    if data is None:
+        return None
     try:
         return BatchRecord.from_json(data)
     except (ValueError, KeyError, TypeError) as exc:
@@ -164,48 +184,21 @@ def _unreadable(path: str, cause: Exception) -> TransactionRecordError:
 
 @contextlib.contextmanager
 def locked(path: str) -> Iterator[None]:
-    """Hold the record's lock (`flock` of `<path>.lock`): a commit or abort decides and writes the
-    record under it, so two Python workers committing one batch at once (a stopped query's commit
-    still running beside the restarted query's) agree on one attempt."""
-    with _lock(path, wait=True):
+    """Hold the record's lock (`flock`, storage.py): a commit or abort decides and writes the record
+    under it, so two Python workers committing one batch at once (a stopped query's commit still
+    running beside the restarted query's) agree on one attempt."""
+    with flocked(records_of(path).lock_file(path), wait=True):
         yield
 
 
 @contextlib.contextmanager
 def locked_if_free(path: str) -> Iterator[bool]:
     """Hold the record's lock if no one holds it (a commit under way does); whether it is held."""
-    with _lock(path, wait=False) as held:
+    with flocked(records_of(path).lock_file(path), wait=False) as held:
         yield held
 
 
-@contextlib.contextmanager
-def _lock(path: str, *, wait: bool) -> Iterator[bool]:
-    lock_path = Path(f"{path}.lock")
-    _make_directories(lock_path.parent)
-    with lock_path.open("a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def _make_directories(directory: Path) -> None:
-    """Create `directory` and its missing parents durably: each new directory's parent is fsynced, so
-    the record written in it (fsynced with its own directory) is not lost with its directory's name."""
-    missing = []
-    while not directory.exists():
-        missing.append(directory)
-        directory = directory.parent
-    for new in reversed(missing):
-        new.mkdir(exist_ok=True)
-        fsync_directory(new.parent)
-
-
 def save(path: str, record: BatchRecord) -> None:
-    """Write the record durably (temporary file, fsync, rename, fsync of the directory)."""
-    write_atomically(Path(path), record.to_json())
+    """Write the record durably (storage.py: on a local disk, a temporary file, fsync, rename, fsync
+    of the directory)."""
+    records_of(path).write(path, record.to_json())

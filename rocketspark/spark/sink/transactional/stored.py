@@ -1,10 +1,11 @@
 """Which rows of a begun commit are in their topic already, for a driver that finishes another's commit.
 
-Before the first END of a batch the driver notes, per queue its rows commit to, the queue's max
-offset (`queue_starts`, kept in the `committing` record). A driver that finds the record still
-`committing` (its predecessor died among its ENDs) reads each queue from there and leaves out the
-half messages whose UNIQ_KEY is stored already (`not_stored_yet`): an Apache broker would store
-their rows a second time.
+Before the first END of a batch the driver notes, per queue its half messages sent alone commit to,
+the queue's max offset (`queue_starts`, kept in the `committing` record). A driver that finds the
+record still `committing` (its predecessor died among its ENDs) reads each queue from there and
+leaves out the half messages whose UNIQ_KEY is stored already (`not_stored_yet`): an Apache broker
+would store their rows a second time. (Batches of half messages need none of it: the bundled broker
+that takes them commits each half message at most once, however often it is ended.)
 """
 
 from __future__ import annotations
@@ -45,12 +46,12 @@ async def _max_offset(instance: ClientInstance, queue: MessageQueue, timeout_s: 
 
 
 async def queue_starts(
-    producer: AsyncTransactionProducer, halves: Sequence[HalfMessage], timeout_ms: int | None = None
+    producer: AsyncTransactionProducer, halves: Sequence[Sequence[HalfMessage]], timeout_ms: int | None = None
 ) -> tuple[QueueStart, ...]:
     """The max offset of every queue the half messages commit to (each asked within `timeout_ms`,
     default the producer's)."""
     instance = _running(producer)
-    queues = _queues(halves)
+    queues = _queues([half for listed in halves for half in listed])
     timeout_s = _timeout_s(producer, timeout_ms)
     offsets = await asyncio.gather(*(_max_offset(instance, queue, timeout_s) for queue in queues))
     return tuple((q.topic, q.broker_name, q.queue_id, offset) for q, offset in zip(queues, offsets, strict=True))
@@ -59,12 +60,12 @@ async def queue_starts(
 async def not_stored_yet(
     producer: AsyncTransactionProducer,
     group: str,
-    halves: Sequence[HalfMessage],
+    halves: Sequence[Sequence[HalfMessage]],
     starts: Sequence[QueueStart],
     timeout_ms: int | None = None,
-) -> list[HalfMessage]:
-    """The half messages whose UNIQ_KEY is not in their queue since its start (all of a queue
-    without a start); in their order."""
+) -> list[list[HalfMessage]]:
+    """Of each list of half messages, those whose UNIQ_KEY is not in their queue since its start
+    (all of a queue without a start), in their order."""
     instance = _running(producer)
     puller = QueuePuller(instance, group)
     stored: set[str] = set()
@@ -80,4 +81,7 @@ async def not_stored_yet(
                 stored.update(pc.unique(batch.column("msg_id")).to_pylist())
             offset = pulled.next_begin_offset
     started = {(topic, broker_name, queue_id) for topic, broker_name, queue_id, _ in starts}
-    return [h for h in halves if (h.topic, h.broker_name, h.queue_id) not in started or h.msg_id not in stored]
+    return [
+        [h for h in listed if (h.topic, h.broker_name, h.queue_id) not in started or h.msg_id not in stored]
+        for listed in halves
+    ]
