@@ -8,7 +8,12 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: demo test test-quick lint clean
+# the oldest PySpark the connector supports (pyproject's `spark` extra), in a venv of its own
+OLDEST_PYSPARK ?= 4.0.5
+OLDEST_VENV ?= .venv-oldest-spark
+OLDEST_PY := $(OLDEST_VENV)/bin/python
+
+.PHONY: demo test test-quick test-oldest-spark lint clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,10 +34,21 @@ test: $(VENV)/.installed
 test-quick: $(VENV)/.installed
 	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow"
 
+$(OLDEST_VENV)/.installed: pyproject.toml
+	test -x $(OLDEST_PY) || $(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_PY) -m pip install --quiet --upgrade pip
+	echo 'pyspark==$(OLDEST_PYSPARK)' > $(OLDEST_VENV)/constraints.txt
+	$(OLDEST_PY) -m pip install --quiet -c $(OLDEST_VENV)/constraints.txt -e '.[spark,test]' --config-settings editable_mode=compat
+	touch $@
+
+# the Spark tests whose paths differ by PySpark version, on the oldest one (docs/spark.md, "Spark versions")
+test-oldest-spark: $(OLDEST_VENV)/.installed
+	PYSPARK_PYTHON=$(abspath $(OLDEST_PY)) $(OLDEST_PY) -m pytest -p no:cacheprovider $(OLDEST_SPARK_TESTS)
+
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(OLDEST_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -141,14 +141,13 @@ def run_query(spark: SparkSession, config: topic_metrics.MetricsConfig, events: 
         task = bar.add_task("rows read     ", total=events, rate="starting the query")
 
         def on_progress(progress: dict[str, Any], run: QueryRun) -> None:
+            from rocketspark.spark import versions  # noqa: PLC0415
             from rocketspark.spark.progress import lag_behind_latest  # noqa: PLC0415
 
             rate = float(progress.get("processedRowsPerSecond") or 0.0)
-            bar.update(
-                task,
-                completed=run.rows,
-                rate=f"{rate:,.0f} rows/s, lag {lag_behind_latest(progress):,}",
-            )
+            # the progress shows the source's latest offsets from PySpark 4.2 on
+            lag = f", lag {lag_behind_latest(progress):,}" if versions.has(versions.ADMISSION_CONTROL) else ""
+            bar.update(task, completed=run.rows, rate=f"{rate:,.0f} rows/s{lag}")
 
         return topic_metrics.run(spark, config, on_progress)
 
@@ -159,8 +158,11 @@ def summary(
     produced: Totals,
     out: Console,
 ) -> bool:
-    """Print the busiest minutes, the totals and the lag; True when totals match and lag is zero."""
+    """Print the busiest minutes, the totals and the lag; True when totals match and lag is zero
+    (where the group's offsets reach an AvailableNow run's end: PySpark 4.2 and newer)."""
     from pyspark.sql import functions as F  # noqa: PLC0415
+
+    from rocketspark.spark import versions  # noqa: PLC0415
 
     rows = topic_metrics.read_metrics(spark, config.parquet).collect()
     top = sorted(rows, key=lambda r: (-r["events"], r["minute"]))[:TOP_MINUTES]
@@ -216,6 +218,12 @@ def summary(
     )
     out.print(lag_table)
     caught_up = bool(lags) and all(q.lag == 0 for q in lags)
+    if not versions.has(versions.ADMISSION_CONTROL):
+        out.print(
+            f"PySpark {versions.PYSPARK_VERSION} runs Trigger.AvailableNow as one batch the source is not told "
+            "the end of: the group's offsets reach it when the next run plans (docs/spark.md, 'Spark versions')"
+        )
+        caught_up = bool(lags)
 
     sent = (
         spark.read.format("rocketmq")
