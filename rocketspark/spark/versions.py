@@ -48,6 +48,9 @@ STREAM_ARROW_WRITER = (4, 1)
 FILTER_PUSHDOWN = (4, 1)
 #: `spark.dataSource.register` of a name a Python data source already has (SPARK-51919)
 REREGISTER = (4, 1)
+#: a batch DataFrame keeps the read its first plan made (`PythonDataSourceV2.getOrCreateReadInfo`);
+#: before, every query of it plans the read again
+BATCH_READ_KEPT = (4, 1)
 #: `latestOffset(start, limit)`, `getDefaultReadLimit`, `reportLatestOffset`, `SupportsTriggerAvailableNow`
 ADMISSION_CONTROL = (4, 2)
 #: a pushed read kept within the scan that pushed it

@@ -133,7 +133,7 @@ def blocks(page: str) -> list[Block]:
 
 def logical_lines(script: str) -> list[str]:
     """The lines of a shell script, each continued line (ending in a backslash) joined to the next."""
-    return re.sub(r"\\\n\s*", " ", script).splitlines()
+    return re.sub(r"[ \t]*\\\n\s*", " ", script).splitlines()
 
 
 def may_start_early(code: str, named_before: set[str]) -> bool:

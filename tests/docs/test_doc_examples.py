@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.docs.examples import TOPIC_NAMES, Block, PageRun, blocks, may_start_early
+from tests.docs.examples import SERVER, TOPIC_NAMES, Block, PageRun, blocks, logical_lines, may_start_early
 
 PAGES = (
     "README.md",
@@ -20,7 +20,10 @@ PAGES = (
 BLOCKS = [block for page in PAGES for block in blocks(page) if block.runs]
 #: the blocks marked `<!-- doc-test: skip REASON -->` in the docs, and why they cannot run as written
 NOT_RUN = [
-    ("README.md", "runs the whole suite and the demo: CI runs both (.ci/run)"),
+    (
+        "README.md",
+        "runs the whole suite and the demo: .ci/run runs the suite, tests/integration/test_main_job.py the demo",
+    ),
     ("docs/getting-started.md", "installs from PyPI: tests/cli/test_install_without_spark.py installs without Spark"),
     ("docs/getting-started.md", "runs the demo job: tests/integration/test_main_job.py runs it"),
     ("docs/cli.md", "runs the demo with 100,000 events: tests/integration/test_main_job.py runs the demo"),
@@ -32,6 +35,20 @@ NOT_RUN = [
 
 def test_the_blocks_left_out_are_the_listed_ones() -> None:
     assert [(b.page, b.argument) for b in BLOCKS if b.directive == "skip"] == NOT_RUN
+
+
+def test_server_lines_are_told_from_other_commands() -> None:
+    for line in (
+        "rocketspark dev",
+        ".venv/bin/python -m rocketspark.dev      # name server 127.0.0.1:9876",
+        "rocketspark namesrv --tls.server.mode enforcing --tls.server.certPath server.pem &",
+        "rocketspark broker --namesrv 127.0.0.1:9876 --set aclEnable=true",
+        "python -m broker -c /etc/rocketspark/broker.conf",
+    ):
+        assert SERVER.match(line), line
+    for line in ("rocketspark topic create Orders", "rocketspark --tls topic list", "python -m rocketspark.cli dev"):
+        assert not SERVER.match(line), line
+    assert logical_lines("a \\\n    b\nc\n") == ["a b", "c"]
 
 
 def test_an_example_that_reads_a_topic_named_before_it_does_not_start_early() -> None:

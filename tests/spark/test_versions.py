@@ -64,6 +64,29 @@ def test_available_now_reads_all_and_the_next_run_mirrors_its_end(spark, two_bro
 
 
 @pytest.mark.slow
+def test_what_takes_two_batches_takes_two_available_now_runs(spark, brokers: Brokers, checkpoint) -> None:
+    """Spark's one batch reads the queues whose broker answers. The queues of a broker away when
+    the query started are seen for the first time once it is back: that run's batch places them
+    at their start, and the next run's reads them (4.2 waits for the broker instead)."""
+    cluster = brokers.cluster
+    cluster.create_topic("Away", queues=2)
+    sent = cluster.produce("Away", 20)
+    cluster.brokers["broker-b"].kill()
+    frame = stream(spark, cluster, "Away", "away_group", startingOffsets="earliest")
+    output = checkpoint.parent / "out"
+
+    def run() -> list[str]:
+        run_available_now(frame, "parquet", checkpoint, path=str(output))
+        return sorted(r.msgId for r in spark.read.parquet(str(output)).select("msgId").collect())
+
+    on_a = sorted(r[4] for r in sent if r[1] == "broker-a")
+    assert run() == on_a
+    brokers.restart_b()
+    assert run() == on_a
+    assert run() == sorted(r[4] for r in sent)
+
+
+@pytest.mark.slow
 def test_a_restarted_reader_plans_from_the_end_spark_hands_it(brokers: Brokers) -> None:
     """The calls PySpark 4.0 and 4.1 make on the driver's reader, on the reader itself: planning
     passes no start (the reader keeps the end it returned); a restarted query first asks for the
