@@ -16,7 +16,24 @@ V5_CLIENT ?= rocketmq-python-client==5.1.2
 NODE5_DIR ?= .node-rmq5
 NODE5_CLIENT ?= rocketmq-client-nodejs@1.0.8
 
-.PHONY: demo test test-quick lint clean browser protos
+# the oldest PySpark the connector supports (pyproject's `spark` extra), in a venv of its own, and the
+# Spark tests of the paths that differ by version (docs/spark.md, "Spark versions"): the 4.0/4.1 stream
+# reader (latestOffset() without a start, restarts, the AvailableNow fallback, the version errors), batch
+# 0 replays, 4.0's Arrow stream writer (plain, idempotent and transactional), batch reads and pushdown
+OLDEST_PYSPARK ?= 4.0.5
+OLDEST_VENV ?= .venv-oldest-spark
+OLDEST_PY := $(OLDEST_VENV)/bin/python
+OLDEST_SPARK_TESTS ?= tests/spark/test_versions.py tests/spark/test_source_replay.py tests/spark/test_pushdown.py \
+	tests/spark/test_source.py::test_available_now_reads_exactly_the_messages_of_8_queues_on_2_brokers \
+	tests/spark/test_source.py::test_stopped_query_continues_where_it_stopped \
+	tests/spark/test_source.py::test_explicit_registration_still_works \
+	tests/spark/test_source.py::test_batch_reads_between_offsets_and_times \
+	tests/spark/test_sink.py::test_rate_stream_into_a_topic_is_read_back_completely \
+	tests/spark/test_sink.py::test_batch_write_keeps_bodies_tags_keys_and_properties \
+	tests/spark/test_exactly_once.py::test_a_task_that_fails_after_sending_some_rows_is_run_again_without_duplicates \
+	tests/spark/test_sink_transactions.py::test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_once
+
+.PHONY: demo test test-quick test-oldest-spark lint clean browser protos
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,10 +76,21 @@ test: $(VENV)/.installed $(V5_VENV)/.installed $(NODE5_DIR)/.installed
 test-quick: $(VENV)/.installed $(V5_VENV)/.installed $(NODE5_DIR)/.installed
 	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow"
 
+$(OLDEST_VENV)/.installed: pyproject.toml
+	test -x $(OLDEST_PY) || $(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_PY) -m pip install --quiet --upgrade pip
+	echo 'pyspark==$(OLDEST_PYSPARK)' > $(OLDEST_VENV)/constraints.txt
+	$(OLDEST_PY) -m pip install --quiet -c $(OLDEST_VENV)/constraints.txt -e '.[spark,test,dashboard]' --config-settings editable_mode=compat
+	touch $@
+
+# the Spark tests whose paths differ by PySpark version, on the oldest one (docs/spark.md, "Spark versions")
+test-oldest-spark: $(OLDEST_VENV)/.installed
+	PYSPARK_PYTHON=$(abspath $(OLDEST_PY)) $(OLDEST_PY) -m pytest -p no:cacheprovider $(OLDEST_SPARK_TESTS)
+
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) $(V5_VENV) $(NODE5_DIR) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(V5_VENV) $(NODE5_DIR) $(OLDEST_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -32,14 +33,29 @@ _BOOT_LINE = re.compile(r"boot success\. listening on (\S+)")
 
 
 class ServerProcess:
-    """One `python -m <module> <args>` server, its stderr appended to `log_path`."""
+    """One `python -m <module> <args>` server, its stderr appended to `log_path`; or any `command`
+    (named `module` in messages) that execs one, such as a shell running a documented command line,
+    in `cwd` with `env` (default: this process's environment)."""
 
-    def __init__(self, module: str, args: list[str], log_path: Path) -> None:
+    def __init__(
+        self,
+        module: str,
+        args: list[str],
+        log_path: Path,
+        *,
+        command: list[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.module = module
         self.args = args
         self.log_path = log_path
+        self.command = command
+        self.env = env
+        self.cwd = cwd
         self.address = ""
-        self.boot_output: list[str] = []  # the lines printed before the boot line
+        #: the stdout lines read so far: up to the boot line after `start`, more after `read_until`
+        self.output: list[str] = []
         self._process: subprocess.Popen[str] | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
 
@@ -52,35 +68,48 @@ class ServerProcess:
     def start(self, timeout_s: float = 30.0) -> str:
         """Start the process and return its address once it accepts connections."""
         self._lines = queue.Queue()
-        self.boot_output = []
+        self.output = []
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a") as log_file:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", self.module, *self.args],
+                self.command or [sys.executable, "-m", self.module, *self.args],
                 stdout=subprocess.PIPE,
                 stderr=log_file,
                 text=True,
-                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                env=dict(os.environ if self.env is None else self.env, PYTHONUNBUFFERED="1"),
+                cwd=self.cwd,
             )
         # the queue is this process's own: a restarted server's previous pump may still be draining
         threading.Thread(target=self._pump_stdout, args=(self._process, self._lines), daemon=True).start()
         deadline = time.monotonic() + timeout_s
+        self.address = _BOOT_LINE.findall(self.read_until(_BOOT_LINE, timeout_s, "booting")[-1])[0]
+        self._wait_accepting(deadline)
+        return self.address
+
+    def read_until(self, pattern: re.Pattern[str], timeout_s: float = 30.0, waiting_for: str = "") -> list[str]:
+        """The next stdout lines, up to the first that `pattern` finds something in (that one
+        included); RuntimeError (the process stopped) when none comes within `timeout_s`, saying
+        what it was `waiting_for` (default: that line)."""
+        waiting_for = waiting_for or f"printing a line with {pattern.pattern!r}"
+        if self._process is None:
+            raise RuntimeError(f"{self.module} was not started")
+        deadline = time.monotonic() + timeout_s
+        lines: list[str] = []
         while True:
             try:
                 line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.01))
             except queue.Empty:
                 self.stop()
-                raise RuntimeError(f"{self.module} did not boot within {timeout_s} s:\n{self.log_tail()}") from None
+                raise RuntimeError(
+                    f"{self.module} did not finish {waiting_for} within {timeout_s} s:\n{self.log_tail()}"
+                ) from None
             if line is None:
                 code = self._process.wait()
-                raise RuntimeError(f"{self.module} exited with code {code} before booting:\n{self.log_tail()}")
-            match = _BOOT_LINE.search(line)
-            if match:
-                self.address = match.group(1)
-                break
-            self.boot_output.append(line.rstrip("\n"))
-        self._wait_accepting(deadline)
-        return self.address
+                raise RuntimeError(f"{self.module} exited with code {code} before {waiting_for}:\n{self.log_tail()}")
+            lines.append(line.rstrip("\n"))
+            self.output.append(lines[-1])
+            if pattern.search(line):
+                return lines
 
     @staticmethod
     def _pump_stdout(process: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:

@@ -52,11 +52,19 @@ class RocketMQDataSource(DataSource):
         return batch_reader(parse(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> RocketMQStreamReader:
+        """With streaming admission control where PySpark has it (4.2 and newer)."""
+        from rocketspark.spark import versions  # noqa: PLC0415
         from rocketspark.spark.options import parse  # noqa: PLC0415
-        from rocketspark.spark.source.stream_reader import RocketMQStreamReader  # noqa: PLC0415
 
         self._check_schema(schema)
-        return RocketMQStreamReader(parse(self.options, streaming=True))
+        options = parse(self.options, streaming=True)
+        if versions.has(versions.ADMISSION_CONTROL):
+            from rocketspark.spark.source.admission import AdmissionStreamReader  # noqa: PLC0415
+
+            return AdmissionStreamReader(options)
+        from rocketspark.spark.source.stream_reader import RocketMQStreamReader  # noqa: PLC0415
+
+        return RocketMQStreamReader(options)
 
     def _sink_options(self, schema: StructType, overwrite: bool) -> SinkOptions:
         """Checked on the driver before any task starts: options, columns, save mode, topic."""

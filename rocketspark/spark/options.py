@@ -15,6 +15,7 @@ from rocketspark.message.filter import parse_tag_expression
 from rocketspark.message.validation import validate_group, validate_topic
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.signing import SessionCredentials
+from rocketspark.spark import versions
 from rocketspark.spark.option_values import (
     CREDENTIAL_OPTIONS,
     TLS_OPTIONS,
@@ -246,11 +247,26 @@ def _aliased_int(lowered: Mapping[str, str], name: str, alias: str) -> int | Non
     return int_option(lowered, name if name.lower() in lowered else alias, minimum=1)
 
 
+#: the options of a stream's trigger limits, which PySpark passes the source only with admission control
+TRIGGER_LIMIT_OPTIONS = (
+    "maxMessagesPerTrigger",
+    "maxOffsetsPerTrigger",
+    "maxBytesPerTrigger",
+    "minMessagesPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+)
+
+
 def _trigger_limits(lowered: Mapping[str, str], streaming: bool) -> TriggerLimits:
     if not streaming:
         for name in ("minMessagesPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "maxBytesPerTrigger"):
             if name.lower() in lowered:
                 raise ConfigError(f"option {name} applies to streaming reads (spark.readStream) only")
+    else:  # without admission control Spark cannot tell the source that Trigger.Once must read all
+        for name in TRIGGER_LIMIT_OPTIONS:
+            if name.lower() in lowered:
+                versions.require(versions.ADMISSION_CONTROL, f"option {name}", "streaming admission control")
     limits = TriggerLimits(
         max_messages=_aliased_int(lowered, "maxMessagesPerTrigger", "maxOffsetsPerTrigger"),
         max_bytes=int_option(lowered, "maxBytesPerTrigger", minimum=1),

@@ -1,6 +1,7 @@
 """A stream's lag from its `StreamingQueryProgress`: how far each queue's batch end is behind the
 latest offsets the source saw when it planned the batch (Kafka's source calls it
-`offsetsBehindLatest`). The source reports those latest offsets through `reportLatestOffset`."""
+`offsetsBehindLatest`). The source reports those latest offsets through `reportLatestOffset`, which
+PySpark calls from 4.2 on (`rocketspark.spark.versions`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rocketspark.protocol.queue import MessageQueue
+from rocketspark.spark import versions
 from rocketspark.spark.source import offsets as offset_dicts
 
 
@@ -23,7 +25,14 @@ def queue_lag(progress: Any, source: int = 0) -> dict[MessageQueue, int]:
     """Per queue, the messages between the end of the progress's batch and the latest offsets.
 
     `progress` is a `StreamingQueryProgress` (`query.lastProgress`) or its dict; `source` picks the
-    rocketmq source among the query's sources."""
+    rocketmq source among the query's sources. SparkVersionError on PySpark before 4.2, whose
+    progress has no latest offsets (`rocketspark group progress` shows the lag of the query's group)."""
+    versions.require(  # before, the progress shows the batch's end as the latest offsets
+        versions.ADMISSION_CONTROL,
+        "the lag from a query's progress",
+        "its latestOffset, from reportLatestOffset",
+        "upgrade PySpark, or see the lag of the query's consumerGroup with rocketspark group progress GROUP",
+    )
     entry = progress["sources"][source]
     end = _offsets(entry["endOffset"])
     latest = _offsets(entry["latestOffset"])

@@ -10,18 +10,28 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
+from rocketspark.spark import versions
+from rocketspark.spark.datasource import RocketMQDataSource
 from rocketspark.spark.schema import SOURCE_SCHEMA
+from rocketspark.spark.source.stream_reader import RocketMQStreamReader
 from tests.spark.child_jobs import run_in_own_group
 from tests.spark.cluster import Row, SparkCluster
 
 #: the columns a test can predict from what it sent
 COLUMNS = ["topic", "brokerName", "queueId", "queueOffset", "msgId", "tags", "keys", "body"]
 QUERY_TIMEOUT_S = 180
+#: a test of what needs streaming admission control: trigger limits, Trigger.AvailableNow run by the
+#: source, the progress's latest offsets (`make test-oldest-spark` skips it on PySpark 4.0)
+needs_admission_control = pytest.mark.skipif(
+    not versions.has(versions.ADMISSION_CONTROL), reason="streaming admission control: PySpark 4.2 and newer"
+)
 
 
 def stream(spark: SparkSession, cluster: SparkCluster, topic: str, group: str, **options: str) -> DataFrame:
@@ -30,6 +40,22 @@ def stream(spark: SparkSession, cluster: SparkCluster, topic: str, group: str, *
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def stream_reader(options: dict[str, str]) -> RocketMQStreamReader:
+    """The stream reader Spark gets for `options` from the running PySpark (the driver's one)."""
+    source = RocketMQDataSource(options)
+    return source.streamReader(source.schema())
+
+
+def plan_next(reader: RocketMQStreamReader, start: dict[str, Any]) -> dict[str, Any]:
+    """`reader.latestOffset` as the running PySpark calls it for the batch after `start`: with the
+    start and ReadAllAvailable from 4.2 on; with no argument before (the reader knows its start)."""
+    if versions.has(versions.ADMISSION_CONTROL):
+        from pyspark.sql.streaming.datasource import ReadAllAvailable  # new in 4.2
+
+        return reader.latestOffset(start, ReadAllAvailable())  # type: ignore[call-arg]
+    return reader.latestOffset()
 
 
 def batch(spark: SparkSession, cluster: SparkCluster, topic: str, **options: str) -> DataFrame:

@@ -26,6 +26,7 @@ from tests.spark.queries import (
     COLUMNS,
     batch,
     expected_frame,
+    needs_admission_control,
     run_available_now,
     stamp_between,
     stream,
@@ -88,6 +89,7 @@ def test_batch_reads_between_offsets(spark: SparkSession, flavor: str, two_broke
     rows(window, startingOffsets=starting, endingOffsets=ending)
 
 
+@needs_admission_control
 def test_max_messages_per_trigger_batches_and_group_offsets(
     spark: SparkSession, flavor: str, two_brokers: SparkCluster, checkpoint: Path
 ) -> None:
@@ -108,6 +110,7 @@ def test_max_messages_per_trigger_batches_and_group_offsets(
     assert members == [[], []] and lag == 0
 
 
+@needs_admission_control
 def test_max_bytes_per_trigger_fails_naming_the_option_on_apache(
     spark: SparkSession, flavor: str, two_brokers: SparkCluster, checkpoint: Path
 ) -> None:
@@ -162,6 +165,7 @@ def test_a_filtered_batch_read_gives_the_same_rows_with_pushdown_on_and_off(
 
 
 @pytest.mark.slow
+@needs_admission_control  # the run that moves the queues back reads on in its next batch
 def test_fail_on_data_loss_when_the_topic_is_created_again(
     spark: SparkSession, two_brokers: SparkCluster, tmp_path: Path
 ) -> None:

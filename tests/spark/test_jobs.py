@@ -19,6 +19,7 @@ from rocketspark import Producer
 from rocketspark.apps import archive_topic, replay_range, topic_metrics
 from rocketspark.apps.clickstream import Totals, clickstream_table
 from rocketspark.apps.common import group_lag
+from rocketspark.spark import versions
 from tests.spark.child_jobs import run_in_own_group
 from tests.spark.cluster import SparkCluster
 
@@ -31,9 +32,12 @@ def read_topic(spark: SparkSession, cluster: SparkCluster, topic: str) -> list[d
 
 
 def assert_caught_up(cluster: SparkCluster, group: str, topic: str, messages: int) -> None:
+    """The group's offsets at the topic's end, as a job's AvailableNow run leaves them (before PySpark
+    4.2, at the end of the batch before the last: docs/spark.md, "Spark versions")."""
     lags = group_lag(cluster.namesrv_addr, group, topic)
     assert sum(q.max_offset for q in lags) == messages
-    assert all(q.lag == 0 for q in lags), lags
+    if versions.has(versions.ADMISSION_CONTROL):
+        assert all(q.lag == 0 for q in lags), lags
 
 
 def test_archive_topic_second_run_exports_only_what_arrived_since(
@@ -87,7 +91,7 @@ def test_replay_range_copies_the_range_and_a_second_run_copies_nothing(
     assert sorted(c["body"] for c in copies) == sorted(r[7] for r in in_range)
     by_body = {r[7]: r for r in in_range}
     for copy in copies:
-        original = by_body[copy["body"]]
+        original = by_body[bytes(copy["body"])]  # PySpark 4.0 collects binary as bytearray
         properties = copy["properties"]
         assert isinstance(properties, dict)
         assert properties["REPLAY_ORIGIN"] == f"{source}/{original[1]}/{original[2]}/{original[3]}"

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from tests.spark.cluster import SparkCluster
-from tests.spark.queries import batch, stream, wait_for
+from tests.spark.queries import batch, needs_admission_control, stream, wait_for
 
 TAGS = ("A", "B", "C")  # a cycle of 3 over 2 queues: split points never line up with tags
 SEND_BATCH = 500
@@ -58,6 +58,7 @@ def test_a_2_queue_topic_read_in_split_ranges(spark, two_brokers) -> None:
 
 
 @pytest.mark.slow
+@needs_admission_control
 def test_stream_of_split_ranges_reads_each_tagged_message_once_while_a_producer_sends(
     spark, two_brokers, tmp_path: Path
 ) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from rocketspark.errors import ConfigError
 from rocketspark.protocol.queue import MessageQueue
+from rocketspark.spark import versions
 from rocketspark.spark.options import Position, parse
 from rocketspark.spark.source import offsets as offset_dicts
 from rocketspark.spark.source.planning import PartitionRules, limit_ends, plan_partitions
@@ -37,7 +38,7 @@ def test_options_are_case_insensitive_and_have_defaults() -> None:
         ({**BASE, "startingOffsets": "{not json"}, "not valid JSON"),
         ({**BASE, "startingOffsets": '{"T": {"b": {"x": 1}}}'}, "not a queue offset"),
         ({**BASE, "startingOffsets": "earliest", "startingTimestamp": "1"}, "not both"),
-        ({**BASE, "maxMessagesPerTrigger": "0"}, "at least 1"),
+        ({**BASE, "maxMessagesPerTrigger": "0"}, "at least 1" if versions.has(versions.ADMISSION_CONTROL) else "4.2"),
         ({**BASE, "failOnDataLoss": "maybe"}, "true or false"),
         ({**BASE, "endingOffsets": "latest"}, "batch reads"),
         ({**BASE, "topicPattern": "(", "topic": None}, "regular expression"),

@@ -19,7 +19,7 @@ from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.interop.driver import RealClient
 from tests.spark.cluster import Brokers, SparkCluster
-from tests.spark.queries import QUERY_TIMEOUT_S, stream, wait_for
+from tests.spark.queries import QUERY_TIMEOUT_S, needs_admission_control, stream, wait_for
 
 #: a loaded test machine can stall a broker for more than the default 200 ms a send may wait in its
 #: queue (it then answers SYSTEM_BUSY, and a write fails after its retries): not what these tests test
@@ -67,6 +67,7 @@ def fill(cluster: SparkCluster, topic: str, count: int) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.timeout(2 * QUERY_TIMEOUT_S + 120)
 @pytest.mark.parametrize("placement", ["round-robin", "sharding-key"])
+@needs_admission_control
 def test_every_row_is_in_the_topic_after_a_broker_is_killed_mid_write(
     spark: SparkSession, servers: ServerFactory, tmp_path: Path, placement: str
 ) -> None:

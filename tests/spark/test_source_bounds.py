@@ -15,6 +15,7 @@ from tests.harness import ServerFactory
 from tests.spark.cluster import Row, SparkCluster, ends_of
 from tests.spark.queries import (
     forget_last_commit,
+    needs_admission_control,
     run_available_now,
     run_recording_batches,
     start_stream,
@@ -85,6 +86,7 @@ def test_live_stream_with_tags_stores_every_matching_message_once(
     assert stored == sorted(r[4] for r in sent if r[5] == "A")
 
 
+@needs_admission_control
 def test_max_messages_per_trigger_with_tags_is_never_exceeded(
     spark: SparkSession, two_brokers: SparkCluster, checkpoint: Path
 ) -> None:
@@ -113,6 +115,7 @@ def test_max_messages_per_trigger_with_tags_is_never_exceeded(
 
 
 @pytest.mark.slow
+@needs_admission_control
 def test_replayed_batch_with_tags_gives_the_same_rows(
     spark: SparkSession, two_brokers: SparkCluster, tmp_path: Path
 ) -> None:

@@ -14,7 +14,7 @@ from rocketspark.client.retry import ASK_WINDOW_S
 from rocketspark.spark.options import parse
 from rocketspark.spark.source.queue_view import QueueView
 from tests.spark.cluster import Brokers, ends_of
-from tests.spark.queries import start_stream, stored_rows, stream, wait_for
+from tests.spark.queries import needs_admission_control, start_stream, stored_rows, stream, wait_for
 
 
 def msg_ids(spark: SparkSession, output: Path) -> list[str]:
@@ -52,6 +52,7 @@ def test_queues_of_a_broker_away_at_the_start_follow_the_starting_option(
 
 
 @pytest.mark.slow
+@needs_admission_control
 def test_available_now_waits_for_a_routed_broker_then_fails_naming_it(
     spark: SparkSession, brokers: Brokers, tmp_path: Path
 ) -> None:

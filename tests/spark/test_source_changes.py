@@ -18,7 +18,7 @@ from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.client import RemotingClient
 from tests.harness import ServerFactory
 from tests.spark.cluster import Brokers, Row, SparkCluster, ends_of
-from tests.spark.queries import run_available_now, start_stream, stored_rows, stream, wait_for
+from tests.spark.queries import needs_admission_control, run_available_now, start_stream, stored_rows, stream, wait_for
 
 #: broker settings under which a closed commit-log segment expires about a second after its last write
 FAST_RETENTION = (
@@ -91,6 +91,7 @@ def test_partitions_follow_average_allocation(spark: SparkSession, two_brokers: 
 
 
 @pytest.mark.slow
+@needs_admission_control  # queues first seen are read by the next batch
 def test_queues_added_by_scale_out_are_read_from_their_earliest_offset(
     spark: SparkSession, two_brokers: SparkCluster, tmp_path: Path
 ) -> None:

@@ -10,13 +10,11 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from rocketspark.spark.options import parse
+from rocketspark.spark import versions
 from rocketspark.spark.source.offsets import START_KEY
-from rocketspark.spark.source.stream_reader import RocketMQStreamReader
 from tests.spark.cluster import SparkCluster
-from tests.spark.queries import forget_last_commit, newest, stamp_between, stream, wait_for
+from tests.spark.queries import forget_last_commit, newest, plan_next, stamp_between, stream, stream_reader, wait_for
 
 QUEUES = 2
 
@@ -82,6 +80,8 @@ def test_batch_0_run_again_after_a_crash_reads_the_same_rows(
     again: dict[int, list[str]] = {}
     run_available_now(frame(), checkpoint, again)
     assert again[0] == first[0]
+    if not versions.has(versions.ADMISSION_CONTROL):  # Spark's fallback ran the unfinished batch alone
+        run_available_now(frame(), checkpoint, again)
     # and every message from the query's start on is read once in all (batch 0's and the later ones)
     wanted = {
         "latest": during + after,
@@ -108,13 +108,13 @@ def test_a_non_empty_batch_0_under_latest_is_planned_again_from_its_first_start(
     two_brokers.produce(topic, 10, on=("broker-a",))
     options = {"nameserver": two_brokers.namesrv_addr, "topic": topic, "consumerGroup": "replay0_gap"}
 
-    first = RocketMQStreamReader(parse({**options, "startingOffsets": "latest"}, streaming=True))
+    first = stream_reader({**options, "startingOffsets": "latest"})
     start = first.initialOffset()
     two_brokers.produce(topic, 20, first=10, on=("broker-a",))
-    end = json.loads(json.dumps(first.latestOffset(start, ReadAllAvailable())))  # as the offset log keeps it
+    end = json.loads(json.dumps(plan_next(first, start)))  # as the offset log keeps it
     planned = ranges(first.partitions(start, end))
     assert sum(e - s for _, s, e in planned) == 20
 
     two_brokers.produce(topic, 7, first=30, on=("broker-a",))
-    again = RocketMQStreamReader(parse({**options, "startingOffsets": "latest"}, streaming=True))
+    again = stream_reader({**options, "startingOffsets": "latest"})
     assert ranges(again.partitions(again.initialOffset(), end)) == planned

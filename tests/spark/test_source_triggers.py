@@ -17,7 +17,7 @@ from rocketspark.spark.source.queue_view import QueueView
 from rocketspark.spark.source.stream_reader import IDLE_POLL_INTERVAL_S
 from tests.interop.wire import WireRecorder
 from tests.spark.cluster import two_brokers_on
-from tests.spark.queries import run_available_now, stream, wait_for
+from tests.spark.queries import needs_admission_control, run_available_now, stream, wait_for
 
 
 def total(offsets: str | None) -> int:
@@ -27,6 +27,7 @@ def total(offsets: str | None) -> int:
 
 
 @pytest.mark.slow
+@needs_admission_control
 def test_min_messages_per_trigger_waits_then_runs_at_the_max_trigger_delay(spark, two_brokers, tmp_path: Path) -> None:
     two_brokers.create_topic("MinTrigger", queues=1)
     sizes: list[int] = []
@@ -95,6 +96,7 @@ def test_brokers_sum_stored_body_sizes_and_brokers_without_the_extension_are_nam
         view.body_bytes({q: (0, 1, 100) for q in view.queues(must_exist=True)})
 
 
+@needs_admission_control
 def test_max_bytes_per_trigger_caps_every_batch_of_an_available_now_run(spark, two_brokers, checkpoint) -> None:
     two_brokers.create_topic("ByteLimited", queues=1)
     two_brokers.produce("ByteLimited", 60, batched=True, body_size=100)
@@ -107,6 +109,7 @@ def test_max_bytes_per_trigger_caps_every_batch_of_an_available_now_run(spark, t
     assert spark.table("byte_limited").select("msgId").distinct().count() == 60
 
 
+@needs_admission_control
 def test_available_now_reads_everything_under_a_minimum_and_keeps_the_cap(spark, two_brokers, checkpoint) -> None:
     two_brokers.create_topic("MinAvailableNow", queues=1)
     two_brokers.produce("MinAvailableNow", 30, batched=True)

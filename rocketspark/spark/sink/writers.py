@@ -18,12 +18,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from rocketspark.errors import ConfigError
 from rocketspark.spark.sink.ids import IdScope
 from rocketspark.spark.sink.options import SinkOptions
 from rocketspark.spark.sink.writing import QueueTally, write_partition
+from rocketspark.spark.versions import StreamArrowWriter
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ class RocketMQBatchWriter(DataSourceArrowWriter):
         log.warning("the write failed; before it did, the brokers acknowledged %s", describe(messages))
 
 
-class RocketMQStreamWriter(DataSourceStreamArrowWriter):
+class RocketMQStreamWriter(StreamArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 

@@ -10,12 +10,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from functools import cache
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyspark
-from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from rocketspark.spark import versions
 from rocketspark.spark.options import SourceOptions
 from rocketspark.spark.source.planning import plan_partitions
 from rocketspark.spark.source.positions import require_named_queues, resolve
@@ -23,10 +24,13 @@ from rocketspark.spark.source.pushdown import Bounds, Pushed, narrow, push
 from rocketspark.spark.source.queue_view import QueueView
 from rocketspark.spark.source.reading import read_partition
 
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import Filter
+
 log = logging.getLogger(__name__)
 
 #: the PySpark worker that plans a read with pushFilters; it runs instead of plan_data_source_read
-#: when spark.sql.python.filterPushdown.enabled is true
+#: when spark.sql.python.filterPushdown.enabled is true (PySpark 4.1 and newer; 4.0 has neither)
 PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
 
 #: whether this PySpark keeps a pushed read within its own scan. PySpark 4.1 to 4.3 do not:
@@ -37,7 +41,7 @@ PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
 #: two differently filtered views, would read what the last filtered query pushed. Nothing reaches
 #: the data source that tells one scan from another, so on those versions the source takes no
 #: filter (Spark applies them all). Spark 5.0 keeps the read info in the scan (SPARK-58551).
-SCAN_SCOPED_PUSHDOWN = int(pyspark.__version__.split(".")[0]) >= 5
+SCAN_SCOPED_PUSHDOWN = versions.has(versions.SCAN_SCOPED_PUSHDOWN)
 
 
 @cache
@@ -48,7 +52,7 @@ def _warn_pushdown_off() -> None:
         "of a DataFrame narrow every later read of it (SPARK-58551, fixed in Spark 5.0): the rocketmq "
         "source takes no filters on this version and Spark applies them (the rows are right; the read "
         "is not narrowed); see docs/spark.md, 'Filter pushdown'",
-        pyspark.__version__,
+        versions.PYSPARK_VERSION,
     )
 
 

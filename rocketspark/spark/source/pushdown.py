@@ -24,27 +24,30 @@ import datetime as dt
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-from pyspark.sql.datasource import (
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    LessThan,
-    LessThanOrEqual,
-)
+from typing import TYPE_CHECKING, Any
 
 from rocketspark.message.filter import parse_tag_expression
 from rocketspark.protocol.queue import MessageQueue
+from rocketspark.spark.versions import FILTER_PUSHDOWN, has
+
+if TYPE_CHECKING or has(FILTER_PUSHDOWN):  # PySpark 4.0 has no filters, and no read pushes any there
+    from pyspark.sql.datasource import (
+        EqualTo,
+        Filter,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        LessThan,
+        LessThanOrEqual,
+    )
+
+    _COMPARISONS = (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, EqualTo)
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 #: how far outside the pushed time bounds the offsets are looked up (ms): the largest step back of
 #: a broker's clock within a queue that cannot lose rows
 TIME_MARGIN_MS = 1000
-_COMPARISONS = (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, EqualTo)
 
 
 @dataclass(frozen=True, slots=True)

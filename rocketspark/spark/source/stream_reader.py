@@ -26,14 +26,6 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxBytes,
-    ReadMaxRows,
-    ReadMinRows,
-    SupportsTriggerAvailableNow,
-)
 
 from rocketspark.errors import RocketMQError
 from rocketspark.protocol.queue import MessageQueue
@@ -56,10 +48,17 @@ WAIT_STEP_S = 1.0
 IDLE_POLL_INTERVAL_S = 0.1
 
 
-class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class RocketMQStreamReader(DataSourceStreamReader):
+    """The stream reader of every PySpark: PySpark 4.0 and 4.1 call this `latestOffset()`, with
+    no argument; 4.2 and newer get `rocketspark.spark.source.admission`'s subclass, which Spark
+    hands the start and the read limit (see `rocketspark.spark.versions`)."""
+
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._initial: offset_dicts.OffsetDict | None = None
+        #: the end of the last batch this run planned or Spark asked partitions for: the next
+        #: batch's start where Spark does not pass it (PySpark 4.0 and 4.1)
+        self._known_end: dict[str, Any] | None = None
         self._started_at_ms: int | None = None  # when this run of the query started
         self._target: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow's end
         self._latest: offset_dicts.OffsetDict | None = None
@@ -103,30 +102,18 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.info("query of group %s starts at %s", self._group(), self._initial)
         return self._initial
 
-    def prepareForTriggerAvailableNow(self) -> None:
-        view = QueueView(self.options)
-        self._target = view.max_offsets(self._queues(view, must_exist=True))
+    def latestOffset(self) -> dict[str, Any]:  # type: ignore[override]  # PySpark 4.0 and 4.1's signature
+        """The end of the next micro-batch, with no read limit (PySpark 4.0 and 4.1 have none).
+        These versions pass no start: it is the end this run planned last, or, after a restart,
+        the end of the batch Spark asked `partitions` for before (of the last batch of the
+        checkpoint, `partitions(end, end)` when it was committed), or for a new query its start."""
+        start = self._known_end if self._known_end is not None else self.initialOffset()
+        self._known_end = self.next_end(start, limited=False)
+        return self._known_end
 
-    def getDefaultReadLimit(self) -> ReadLimit:
-        """Any limit but ReadAllAvailable when trigger limits are set: Spark hands it back to
-        `latestOffset`, which applies the options' limits (`rocketspark.spark.source.trigger_limits`)
-        unless Spark passes ReadAllAvailable instead (Trigger.Once)."""
-        limits = self.options.trigger
-        if limits.max_messages is not None:
-            return ReadMaxRows(limits.max_messages)
-        if limits.max_bytes is not None:
-            return ReadMaxBytes(limits.max_bytes)
-        if limits.min_messages is not None:
-            return ReadMinRows(limits.min_messages)
-        return ReadAllAvailable()
-
-    def reportLatestOffset(self) -> dict[str, Any] | None:
-        """The queues' max offsets when the batch was planned: Spark shows them as the source's
-        `latestOffset` in every `StreamingQueryProgress`, beside the batch's `endOffset`."""
-        return self._latest
-
-    def latestOffset(self, start: dict[Any, Any], limit: ReadLimit) -> dict[str, Any]:
-        """The end of the next micro-batch. `start` is where the previous one ended, and it has
+    def next_end(self, start: dict[Any, Any], *, limited: bool) -> dict[str, Any]:
+        """The end of the next micro-batch; `limited`: the trigger limits apply (Spark passed a
+        read limit other than ReadAllAvailable). `start` is where the previous one ended, and it has
         been processed: once the batch is planned (reading only), its offsets are mirrored to the
         group (but for queues that started over, which are mirrored to where they are read from).
 
@@ -139,10 +126,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         planning_since = time.monotonic()
         view = QueueView(self.options)
         observed = self._observe(view, begin)
-        ends, restarted = self._plan(view, observed, limit)
+        ends, restarted = self._plan(view, observed, limited)
         if self._target is not None and ends == begin and observed.waiting:  # the run would end unread
             view, observed = self._wait_for_brokers(begin, observed, planning_since)
-            ends, more = self._plan(view, observed, limit)
+            ends, more = self._plan(view, observed, limited)
             restarted.update(more)
         # offsets of queues gone (moved back), lost or read again from elsewhere are not the group's
         left_out = {*observed.moved_back, *observed.lost, *restarted}
@@ -159,7 +146,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offset_dicts.to_dict(ends)
 
     def _plan(
-        self, view: QueueView, observed: Observed, limit: ReadLimit
+        self, view: QueueView, observed: Observed, limited: bool
     ) -> tuple[dict[MessageQueue, int], dict[MessageQueue, int]]:
         """The next batch's end offsets for what `observed` saw, and the queues that started over
         with where the plan restarts them: the AvailableNow target follows them there (and the
@@ -174,14 +161,14 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             place=lambda queues: resolve(
                 view, queues, self.options.starting, self._group(), latest_as_of_ms=self._started()
             ),
-            max_rows=None if isinstance(limit, ReadAllAvailable) else self.options.trigger.max_messages,
+            max_rows=self.options.trigger.max_messages if limited else None,
             target=self._target,
         )
         plan = plan_batch(view, observed, rules)
         if plan.restarted and self._target is not None:
             self._target.update({q: observed.latest[q] for q in plan.restarted})
         ends = plan.ends
-        if not isinstance(limit, ReadAllAvailable):
+        if limited:
             if self._target is None:
                 ends = self._hold_for_min(observed, ends)
             if self.options.trigger.max_bytes is not None:
@@ -243,6 +230,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[Any, Any], end: dict[Any, Any]) -> Sequence[InputPartition]:
         """Batch 0 reads from the start its end carries, not from `start`: when Spark runs batch 0
         again after a crash, `start` is this run's `initialOffset()`, resolved anew."""
+        self._known_end = dict(end)
         begin = offset_dicts.start_of(end) or offset_dicts.from_dict(start)
         return plan_partitions(begin, offset_dicts.from_dict(end), self.options.partitions)
 

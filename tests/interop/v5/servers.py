@@ -21,11 +21,11 @@ def free_port() -> int:
 
 def grpc_endpoint(broker: ServerProcess) -> str:
     """The `host:port` the broker printed for its gRPC endpoint."""
-    for line in broker.boot_output:
+    for line in broker.output:
         match = _GRPC_LINE.search(line)
         if match:
             return match.group(1)
-    raise AssertionError(f"the broker printed no gRPC endpoint line: {broker.boot_output}")
+    raise AssertionError(f"the broker printed no gRPC endpoint line: {broker.output}")
 
 
 def grpc_broker(servers: ServerFactory, namesrv: str, *extra: str) -> tuple[ServerProcess, str]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from rocketspark.errors import ConfigError
 from rocketspark.spark.sink.options import SinkOptions
@@ -18,6 +18,7 @@ from rocketspark.spark.sink.transactional.options import require_log
 from rocketspark.spark.sink.transactional.record import forget_old_batches, stream_record_path, write_record_path
 from rocketspark.spark.sink.transactional.sending import TaskHalves, send_task
 from rocketspark.spark.sink.writers import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, id_scope
+from rocketspark.spark.versions import StreamArrowWriter
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class TransactionalBatchWriter(DataSourceArrowWriter):
         log.warning("the write failed: rolled back %s", _describe(tasks))
 
 
-class TransactionalStreamWriter(DataSourceStreamArrowWriter):
+class TransactionalStreamWriter(StreamArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         require_log(options.transaction_log)
         self.options = options
