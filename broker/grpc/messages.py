@@ -262,9 +262,12 @@ def message_fields(
         system["delivery_attempt"] = delivery_attempt
     if invisible_duration_ms is not None:
         system["invisible_duration"] = _time_fields(invisible_duration_ms)
-    return {
+    fields: dict[str, Any] = {
         "topic": resource_fields(topic or str(row["topic"]), namespace),
-        "user_properties": {key: value for key, value in properties.items() if key not in _NOT_USER},
         "system_properties": system,
         "body": body,
     }
+    user = {key: value for key, value in properties.items() if key not in _NOT_USER}
+    if user:  # an empty map is no field on the wire, and filling even one costs a Python-level update()
+        fields["user_properties"] = user
+    return fields
