@@ -82,10 +82,15 @@ def qualified(resource: pb.Resource, namespace: str = "") -> str:
 
 def resource(name: str, namespace: str = "") -> pb.Resource:
     """The resource a client knows as the broker's `name` (the namespace taken off again)."""
+    return pb.Resource(**resource_fields(name, namespace))
+
+
+def resource_fields(name: str, namespace: str = "") -> dict[str, str]:
+    """:func:`resource`'s fields (for a message built of fields: broker/grpc/messages.py)."""
     prefix = namespace + NAMESPACE_SEPARATOR
     if namespace and name.startswith(prefix):
-        return pb.Resource(resource_namespace=namespace, name=name[len(prefix) :])
-    return pb.Resource(resource_namespace=namespace, name=name)
+        return {"resource_namespace": namespace, "name": name[len(prefix) :]}
+    return {"resource_namespace": namespace, "name": name}
 
 
 def peer_address(peer: str) -> str:

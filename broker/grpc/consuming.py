@@ -19,7 +19,7 @@ from typing import Protocol
 
 from broker.context import HasConfig
 from broker.grpc.call import Call
-from broker.grpc.messages import duration_ms, message_of, timestamp
+from broker.grpc.messages import duration_ms, message_fields, timestamp
 from broker.grpc.routes import endpoints, permission
 from broker.grpc.status import StatusError, ok, status_of
 from broker.grpc.v2 import definition_pb2 as pb
@@ -83,7 +83,7 @@ class ConsumingService:
         sent = 0
         try:
             for message in received:
-                yield service.ReceiveMessageResponse(message=self._message(message, call))
+                yield self._response(message, call)
                 sent += 1
             yield _delivered_at()
         finally:
@@ -111,8 +111,8 @@ class ConsumingService:
             attempt_id=request.attempt_id if request.HasField("attempt_id") else None,
         )
 
-    def _message(self, received: Received, call: Call) -> pb.Message:
-        return message_of(
+    def _response(self, received: Received, call: Call) -> service.ReceiveMessageResponse:
+        fields = message_fields(
             received.row,
             store_host=self._broker.address,
             namespace=call.namespace,
@@ -120,6 +120,7 @@ class ConsumingService:
             delivery_attempt=received.delivery_attempt,
             invisible_duration_ms=received.invisible_ms,
         )
+        return service.ReceiveMessageResponse(message=fields)
 
     def _release(self, request: ReceiveRequest, messages: list[Received]) -> None:
         async def release() -> None:
@@ -137,18 +138,16 @@ class ConsumingService:
 
     async def ack_message(self, request: service.AckMessageRequest, call: Call) -> service.AckMessageResponse:
         group, topic = call.group(request.group), call.topic(request.topic)
-
-        async def ack(entry: service.AckMessageEntry) -> service.AckMessageResultEntry:
-            try:
-                await self.pop.ack(group, topic, entry.receipt_handle)
-                status = ok()
-            except PopError as exc:
-                status = refusal_status(exc)
-            return service.AckMessageResultEntry(
-                message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status
+        entries = request.entries
+        refusals = await self.pop.ack_all(group, topic, [entry.receipt_handle for entry in entries])
+        results = [
+            service.AckMessageResultEntry(
+                message_id=entry.message_id,
+                receipt_handle=entry.receipt_handle,
+                status=ok() if refusal is None else refusal_status(refusal),
             )
-
-        results = await asyncio.gather(*(ack(entry) for entry in request.entries))  # one journal write
+            for entry, refusal in zip(entries, refusals, strict=True)
+        ]
         codes = {result.status.code for result in results}
         if not codes:
             overall = pb.Status(code=pb.BAD_REQUEST, message="the ack names no message: give at least one entry")

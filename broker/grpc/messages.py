@@ -21,7 +21,7 @@ from typing import Any
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from broker.grpc.call import resource
+from broker.grpc.call import resource_fields
 from broker.grpc.status import StatusError
 from broker.grpc.v2 import definition_pb2 as pb
 from rocketspark.message import sysflag
@@ -53,12 +53,17 @@ def timestamp_ms(value: Timestamp) -> int:
     return value.seconds * 1000 + value.nanos // 1_000_000
 
 
+def _time_fields(ms: int) -> dict[str, int]:
+    """A Timestamp's or Duration's fields."""
+    return {"seconds": ms // 1000, "nanos": (ms % 1000) * 1_000_000}
+
+
 def timestamp(ms: int) -> Timestamp:
-    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+    return Timestamp(**_time_fields(ms))
 
 
 def duration(ms: int) -> Duration:
-    return Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+    return Duration(**_time_fields(ms))
 
 
 def duration_ms(value: Duration) -> int:
@@ -176,7 +181,11 @@ def message_type(properties: Mapping[str, str], sys_flag: int) -> pb.MessageType
 
 
 def body_digest(body: bytes) -> pb.Digest:
-    return pb.Digest(type=pb.MD5, checksum=hashlib.md5(body, usedforsecurity=False).hexdigest().upper())
+    return pb.Digest(**_digest_fields(body))
+
+
+def _digest_fields(body: bytes) -> dict[str, Any]:
+    return {"type": pb.MD5, "checksum": hashlib.md5(body, usedforsecurity=False).hexdigest().upper()}
 
 
 def message_of(
@@ -193,41 +202,72 @@ def message_of(
 
     `topic`: the name to show instead of the row's (a retry's original topic); `store_host`: the
     broker's address."""
+    return pb.Message(
+        **message_fields(
+            row,
+            store_host=store_host,
+            namespace=namespace,
+            topic=topic,
+            receipt_handle=receipt_handle,
+            delivery_attempt=delivery_attempt,
+            invisible_duration_ms=invisible_duration_ms,
+        )
+    )
+
+
+def message_fields(
+    row: Mapping[str, Any],
+    *,
+    store_host: str,
+    namespace: str = "",
+    topic: str | None = None,
+    receipt_handle: str | None = None,
+    delivery_attempt: int | None = None,
+    invisible_duration_ms: int | None = None,
+) -> dict[str, Any]:
+    """:func:`message_of`'s message as the fields protobuf builds it from, without building it: a
+    ReceiveMessageResponse built of them makes its message once (about 3 µs here) rather than a
+    message copied into it (about 15 µs)."""
     properties = props.decode_properties(row["properties"])
     body = bytes(row["body"])
     if row["sys_flag"] & sysflag.COMPRESSED:
         body = zlib.decompress(body)
-    system = pb.SystemProperties(
-        message_id=properties.get(props.UNIQ_KEY) or str(row["msg_id"]),
-        body_digest=body_digest(body),
-        body_encoding=pb.IDENTITY,
-        message_type=message_type(properties, row["sys_flag"]),
-        born_timestamp=timestamp(row["born_timestamp"]),
-        born_host=str(row["born_host"]).rsplit(":", 1)[0],
-        store_timestamp=timestamp(row["store_timestamp"]),
-        store_host=store_host,
-        queue_id=row["queue_id"],
-        queue_offset=row["queue_offset"],
-    )
+    system: dict[str, Any] = {
+        "message_id": properties.get(props.UNIQ_KEY) or str(row["msg_id"]),
+        "body_digest": _digest_fields(body),
+        "body_encoding": pb.IDENTITY,
+        "message_type": message_type(properties, row["sys_flag"]),
+        "born_timestamp": _time_fields(row["born_timestamp"]),
+        "born_host": str(row["born_host"]).rsplit(":", 1)[0],
+        "store_timestamp": _time_fields(row["store_timestamp"]),
+        "store_host": store_host,
+        "queue_id": row["queue_id"],
+        "queue_offset": row["queue_offset"],
+    }
     if row["tags"]:
-        system.tag = row["tags"]
+        system["tag"] = row["tags"]
     if row["keys"]:
-        system.keys.extend(key for key in str(row["keys"]).split(props.KEY_SEPARATOR) if key)
+        system["keys"] = [key for key in str(row["keys"]).split(props.KEY_SEPARATOR) if key]
     group = properties.get(props.SHARDING_KEY)
     if group:
-        system.message_group = group
+        system["message_group"] = group
     deliver_ms = properties.get(props.TIMER_DELIVER_MS, "")
     if deliver_ms.isdigit():
-        system.delivery_timestamp.CopyFrom(timestamp(int(deliver_ms)))
+        system["delivery_timestamp"] = _time_fields(int(deliver_ms))
     if TRACE_CONTEXT in properties:
-        system.trace_context = properties[TRACE_CONTEXT]
+        system["trace_context"] = properties[TRACE_CONTEXT]
     if receipt_handle is not None:
-        system.receipt_handle = receipt_handle
+        system["receipt_handle"] = receipt_handle
     if delivery_attempt is not None:
-        system.delivery_attempt = delivery_attempt
+        system["delivery_attempt"] = delivery_attempt
     if invisible_duration_ms is not None:
-        system.invisible_duration.CopyFrom(duration(invisible_duration_ms))
+        system["invisible_duration"] = _time_fields(invisible_duration_ms)
+    fields: dict[str, Any] = {
+        "topic": resource_fields(topic or str(row["topic"]), namespace),
+        "system_properties": system,
+        "body": body,
+    }
     user = {key: value for key, value in properties.items() if key not in _NOT_USER}
-    return pb.Message(
-        topic=resource(topic or str(row["topic"]), namespace), user_properties=user, system_properties=system, body=body
-    )
+    if user:  # an empty map is no field on the wire, and filling even one costs a Python-level update()
+        fields["user_properties"] = user
+    return fields

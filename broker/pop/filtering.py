@@ -9,7 +9,7 @@ message's properties (broker/pop/sql92.py), as Apache's broker does with enableP
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker.pop.errors import PopError, Refusal
@@ -25,11 +25,13 @@ SQL92_EXPRESSION = "SQL92"
 @dataclass(frozen=True, slots=True)
 class TagFilter:
     tags: frozenset[str] | None  # None: every message
+    # the tag hash codes the store filters by (None: it passes every message on); hashed once, not
+    # at each of a receive's reads
+    codes: frozenset[int] | None = field(init=False, compare=False)
 
-    @property
-    def codes(self) -> frozenset[int] | None:
-        """The tag hash codes the store filters by (None: it passes every message on)."""
-        return None if self.tags is None else frozenset(java_string_hash(t) for t in self.tags)
+    def __post_init__(self) -> None:
+        codes = None if self.tags is None else frozenset(java_string_hash(t) for t in self.tags)
+        object.__setattr__(self, "codes", codes)  # a frozen dataclass's field set once, here
 
     def accepts(self, row: Mapping[str, Any]) -> bool:
         """Whether a stored message (a STORED_SCHEMA row) is wanted."""

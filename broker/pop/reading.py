@@ -77,7 +77,7 @@ class QueueReader:
                 return 0 if start > 0 else None
             if status is not GetStatus.FOUND:
                 return None  # nothing new (OFFSET_OVERFLOW_ONE), or no such queue yet
-            self._take_rows(queue, start, result.next_begin_offset, result.batches(), room, take)
+            self._take_rows(queue, start, result.next_begin_offset, result.rows(), room, take)
         return None
 
     @staticmethod
@@ -85,19 +85,18 @@ class QueueReader:
         queue: QueueState,
         start: int,
         end: int,
-        batches: list[Any],
+        rows: list[dict[str, Any]],
         room: Callable[[], int],
         take: Callable[[dict[str, Any]], None],
     ) -> None:
         previous = start
-        for batch in batches:
-            for row in batch.to_pylist():
-                offset = int(row["queue_offset"])
-                if room() <= 0:
-                    queue.skip(previous, offset)  # from `offset` on: not examined yet
-                    return
-                queue.skip(previous, offset)  # passed over by the tag codes
-                previous = offset + 1
-                if not queue.examined(offset):
-                    take(row)
+        for row in rows:
+            offset = int(row["queue_offset"])
+            if room() <= 0:
+                queue.skip(previous, offset)  # from `offset` on: not examined yet
+                return
+            queue.skip(previous, offset)  # passed over by the tag codes
+            previous = offset + 1
+            if not queue.examined(offset):
+                take(row)
         queue.skip(previous, end)

@@ -10,7 +10,7 @@ lock: each checks and changes the state without waiting in between. Push consume
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from broker.pop.core import PopContext, PopCore, now_ms
 from broker.pop.errors import PopError, Refusal
@@ -77,11 +77,32 @@ class PopService:
 
     async def ack(self, group: str, topic: str, receipt_handle: str) -> None:
         """Finish the message a handle names (a handle of a message acknowledged already: no-op)."""
-        handle = ReceiptHandle.decode(receipt_handle)
-        if self.core.current(group, topic, handle) is not None:
-            self.core.finish(group, topic, handle.queue_id, handle.offset)
-        await self.core.written()
-        self.core.mirror(group, topic, {handle.queue_id})
+        (refusal,) = await self.ack_all(group, topic, [receipt_handle])
+        if refusal is not None:
+            raise refusal
+
+    async def ack_all(self, group: str, topic: str, receipt_handles: Iterable[str]) -> list[PopError | None]:
+        """Finish the messages the handles name, with one journal write and one mirror for them all
+        (an AckMessage of several entries); each handle's refusal, or None once its ack is written."""
+        refusals: list[PopError | None] = []
+        queue_ids: set[int] = set()
+        for text in receipt_handles:
+            try:
+                handle = ReceiptHandle.decode(text)
+                if self.core.current(group, topic, handle) is not None:
+                    self.core.finish(group, topic, handle.queue_id, handle.offset)
+            except PopError as exc:
+                refusals.append(exc)
+                continue
+            refusals.append(None)
+            queue_ids.add(handle.queue_id)
+        if queue_ids:
+            try:
+                await self.core.written()
+            except PopError as exc:  # nothing is promised that was not written
+                return [exc if refusal is None else refusal for refusal in refusals]
+            self.core.mirror(group, topic, queue_ids)
+        return refusals
 
     async def change_invisible_duration(self, group: str, topic: str, receipt_handle: str, invisible_ms: int) -> str:
         """Make the message visible again `invisible_ms` from now; the new handle (the old one is stale)."""

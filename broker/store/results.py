@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
-from broker.store.log.stored import Piece, arrow_batches, standard_records
+from broker.store.log.stored import Piece, arrow_batches, piece_rows, standard_records
 
 
 class PutStatus(enum.Enum):
@@ -63,6 +64,10 @@ class GetResult:
     def batches(self) -> list[pa.RecordBatch]:
         """The messages as STORED_SCHEMA batches (an Arrow pull's answer)."""
         return arrow_batches(self.pieces)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The messages as STORED_SCHEMA rows (a 5.x receive's: broker/pop/reading.py)."""
+        return piece_rows(self.pieces)
 
     def records(self, store_host: str) -> bytes:
         """The messages as RocketMQ's records (a standard pull's answer)."""

@@ -4,7 +4,8 @@ Single sends to several queues share stored rounds, so a large pull of one queue
 records of each of many rounds: read with the segment mapped and the records found for all rounds
 at once (when they are not in the batch cache: the tests' stores cache one round). Each test reads
 every queue whole in one pull and compares it, column by column and byte by byte, with the same
-queue read a few messages a pull (rounds read one at a time).
+queue read a few messages a pull (rounds read one at a time); every read's rows (what a 5.x
+receive takes) are its Arrow batches' rows.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ async def read_whole(store: MessageStore, queue: int) -> tuple[pa.Table, bytes]:
     """The queue in one pull: (Arrow rows, standard records)."""
     result = await store.get_messages("T", queue, 0, max_messages=ALL, max_bytes=BIG)
     assert result.status is GetStatus.FOUND and result.next_begin_offset == store.max_offset("T", queue)
+    assert result.rows() == pa.Table.from_batches(result.batches()).to_pylist()  # a 5.x receive's rows
     return pa.Table.from_batches(result.batches()), result.records(STORE_HOST)
 
 
@@ -59,6 +61,7 @@ async def read_in_small_pulls(store: MessageStore, queue: int, step: int = 3) ->
         assert result.status is GetStatus.FOUND
         entries = await store._entries(store.queues[("T", queue)], offset, step)
         assert not many_rounds_to_read(entries["batch_pos"], store.commit_log.is_cached)
+        assert result.rows() == pa.Table.from_batches(result.batches()).to_pylist()
         batches += result.batches()
         records.append(result.records(STORE_HOST))
         offset = result.next_begin_offset

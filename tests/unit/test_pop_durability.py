@@ -9,13 +9,16 @@ real kill -9 of a broker process, with the 5.x client, is in tests/interop/.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-from broker.pop import journal
+from broker.pop import journal, records
+from broker.pop.journal import PopJournal, read_records
+from broker.pop.records import PopTables
 from broker.pop.service import PopService
 from tests.unit.pop_parts import Clock, bodies, receive, send, started
 from tests.unit.processor_parts import GROUP, TOPIC, BrokerParts, open_parts
@@ -34,6 +37,26 @@ async def crash(service: PopService) -> None:
     for periodic in service._services:
         await periodic.stop()
     await service.core.journal.close()
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["ASYNC_FLUSH", "SYNC_FLUSH"])
+async def test_what_written_answers_is_in_the_journal_file(tmp_path: Path, sync: bool) -> None:
+    pop = PopJournal(tmp_path, sync=sync, snapshot=PopTables().encode_snapshot)
+    await pop.load()
+    path = tmp_path / f"{journal.JOURNAL_PREFIX}{pop.number}"
+    pop.append(records.base_record(GROUP, TOPIC, 0, 5))
+    pop.append(records.finish_record(GROUP, TOPIC, 0, 5, 6))
+    done = pop.written()
+    assert done.done() is not sync  # ASYNC_FLUSH: written on the loop at once, no hop to the I/O thread
+    await done
+    assert list(read_records(path)) == [["b", GROUP, TOPIC, 0, 5], ["f", GROUP, TOPIC, 0, 5, 6]]
+    pop.append(records.base_record(GROUP, TOPIC, 1, 7))  # nobody awaits it: written after this turn of the loop
+    await asyncio.sleep(0)
+    if sync:
+        await pop.close()
+    assert list(read_records(path))[-1] == ["b", GROUP, TOPIC, 1, 7]
+    if not sync:
+        await pop.close()
 
 
 @pytest.mark.parametrize("ending", ["stop", "crash"])

@@ -11,7 +11,7 @@ reader's form differs from the stored one, and converts many stored records at o
   over all the wire records it takes, told where they start;
 - recovery and the index read Arrow batches, decoding runs of wire records together
   (:func:`as_batches`); a lookup of one message (by offset, id or key) reads it as a row
-  (:func:`stored_row`).
+  (:func:`stored_row`), and a 5.x receive its few messages (:func:`piece_rows`).
 """
 
 from __future__ import annotations
@@ -152,6 +152,20 @@ def arrow_batches(pieces: Sequence[Piece]) -> list[pa.RecordBatch]:
         else:
             batches.extend(piece.arrow() for piece in run)
     return batches
+
+
+def piece_rows(pieces: Sequence[Piece]) -> list[dict[str, Any]]:
+    """The pieces' messages as STORED_SCHEMA rows, what `to_pylist()` of their :func:`arrow_batches`
+    gives: wire records decoded one at a time, with no batch built around them and taken apart
+    again (a 5.x receive's few rows: about 7 µs a row less)."""
+    rows: list[dict[str, Any]] = []
+    for piece in pieces:
+        if isinstance(piece.stored, WireRecords):
+            starts = piece.stored.bounds[piece.rows].tolist()
+            rows.extend(stored_rows(piece.stored.payload, starts, decompress=False))
+        else:
+            rows.extend(piece.arrow().to_pylist())
+    return rows
 
 
 def stored_row(stored: StoredBatch, row: int) -> dict[str, Any]:
