@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rocketspark.processes import ServerProcess, broker_process, namesrv_process, wait_registered
+
+
+def free_port() -> int:
+    """A loopback port free now (another process may take it before it is bound: bind soon)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def dev_args(data_dir: Path | str, *extra: str, grpc_port: int = 0, dashboard_port: int = 0) -> list[str]:

@@ -14,8 +14,7 @@ import pytest
 
 from rocketspark.processes import ServerProcess, wait_registered
 from tests.cli.conftest import cli_env, run_cli
-from tests.harness import dev_args
-from tests.interop.v5.servers import free_port
+from tests.harness import dev_args, free_port
 
 
 def test_namesrv_and_broker_commands(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import http.client
 import re
-import socket
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -20,13 +19,7 @@ from rocketspark.dashboard.group_view import query_marks
 from rocketspark.processes import ServerProcess
 from rocketspark.spark.options import parse
 from rocketspark.spark.source.query_mark import mark_query
-from tests.harness import ServerFactory, dev_args
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.harness import ServerFactory, dev_args, free_port
 
 
 def page(url: str) -> str:

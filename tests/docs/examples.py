@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketspark.processes import ServerProcess
+from tests.harness import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the default addresses the docs name, and directories of a real installation
@@ -59,12 +60,28 @@ SERVER = re.compile(
     r"|\S*python\S* -m (?P<module>rocketspark\.dev|namesrv|broker))"
     r"(?P<args>(?:\s+[^\s#&]\S*)*)\s*&?\s*(?:#.*)?$"
 )
-#: what a server's kind gets so that it listens on a free port
+#: what a server's kind gets so that it listens on free ports (0: the server picks one)
 FREE_PORTS = {
-    "dev": ["--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0", "--dashboard-port", "0"],
+    "dev": ["--namesrv-port", "0", "--broker-port", "0"],
     "namesrv": ["--port", "0"],
     "broker": ["--port", "0"],
 }
+#: the ports `rocketspark dev` opens by default where 0 means off, not a free port
+DEV_OPTIONAL_PORTS = ("--grpc-port", "--dashboard-port")
+
+
+def free_ports(kind: str, args: str) -> list[str]:
+    """The flags that move a server of `kind` started with `args` onto free ports: a dev's gRPC
+    endpoint and dashboard stay as the page has them (off with 0, else on a free port)."""
+    flags = list(FREE_PORTS[kind])
+    if kind == "dev":
+        given = shlex.split(args)
+        for flag in DEV_OPTIONAL_PORTS:
+            off = flag in given and given[given.index(flag) + 1 : given.index(flag) + 2] == ["0"]
+            flags += [flag, "0" if off else str(free_port())]
+    return flags
+
+
 EXPORT_LINE = re.compile(r"^export NAMESRV_ADDR=")
 BROKER_BOOT = re.compile(r"The broker\[[^,]+, (\S+)\] boot success")
 HEX_ID = re.compile(r"\b[0-9A-F]{32}\b")
@@ -242,7 +259,7 @@ class PageRun:
         found = SERVER.match(line.strip())
         assert found, line
         kind = found["cli"] or found["module"].rsplit(".", 1)[-1]
-        command = self.rewrite(f"{found['program']}{found['args']}") + " " + shlex.join(FREE_PORTS[kind])
+        command = self.rewrite(f"{found['program']}{found['args']}") + " " + shlex.join(free_ports(kind, found["args"]))
         self._server_count += 1
         server = ServerProcess(
             line,

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from rocketspark.processes import ServerProcess
-from tests.harness import dev_args
+from tests.harness import dev_args, free_port
 from tests.interop.v5.driver import V5_PYTHON, require_venv
-from tests.interop.v5.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "rocketmq5.md").read_text(), re.S)

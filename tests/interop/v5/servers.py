@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import re
-import socket
 
 from rocketspark.processes import ServerProcess
-from tests.harness import ServerFactory
+from tests.harness import ServerFactory, free_port
 
 _GRPC_LINE = re.compile(r"gRPC endpoint for RocketMQ 5\.x clients is at (\S+)")
 #: a free port can be taken by another test between our look and the broker's bind: try again
 _BIND_TRIES = 3
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def grpc_endpoint(broker: ServerProcess) -> str:

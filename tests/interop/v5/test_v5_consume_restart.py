@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from rocketspark.remoting.client import RemotingClient
-from tests.harness import ServerFactory
+from tests.harness import ServerFactory, free_port
 from tests.interop.v5.conftest import Grpc5Cluster
 from tests.interop.v5.driver import Received, V5Client, V5Error, V5Message, V5SimpleConsumer
-from tests.interop.v5.servers import free_port
 from tests.interop.v5.test_v5_consume import lag
 from tests.waiting import eventually
 

@@ -14,10 +14,10 @@ from rocketspark.message.message import MessageExt
 from rocketspark.message.properties import codec as props
 from rocketspark.processes import ServerProcess
 from rocketspark.remoting.client import RemotingClient
-from tests.harness import ServerFactory
+from tests.harness import ServerFactory, free_port
 from tests.integration.broker_client import pull_all
 from tests.interop.v5.driver import V5Client, V5Message
-from tests.interop.v5.servers import free_port, grpc_endpoint
+from tests.interop.v5.servers import grpc_endpoint
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.interop

@@ -16,12 +16,11 @@ from rocketspark.message.message import MessageExt
 from rocketspark.message.properties import codec as props
 from rocketspark.processes import ServerProcess
 from rocketspark.remoting.client import RemotingClient
-from tests.harness import dev_args
+from tests.harness import dev_args, free_port
 from tests.integration.broker_client import pull_all
 from tests.interop.driver import OutgoingMessage, RealClient, Send
 from tests.interop.v5.conftest import Grpc5Cluster
 from tests.interop.v5.driver import Received, V5Client, V5Message
-from tests.interop.v5.servers import free_port
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.interop
