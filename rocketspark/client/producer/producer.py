@@ -46,6 +46,7 @@ from rocketspark.message.validation import (
 )
 from rocketspark.protocol.body.route import TopicRouteData
 from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.extension import ExtensionCode
 from rocketspark.protocol.headers.send import SendMessageRequestHeader
 from rocketspark.protocol.queue import MessageQueue
 from rocketspark.remoting.signing import SessionCredentials
@@ -423,35 +424,43 @@ class AsyncProducer(AsyncClient):
             # not through an attempt that gives up: that would take a queue from the selector for nothing
             return await self._send_standard_rows(topic, chunk, queue, limits)
         header = self._header(Message(topic, b""), {}, 0)
-        first_id = chunk.column("uniq_key")[0].as_py()
-
-        async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult | None:
-            if target.broker_name in self._standard_only:
-                return None
-            header.queue_id = target.queue_id
-            address = await instance.broker_address(target.broker_name, target.topic)
-            try:
-                return await send_arrow(
-                    instance.remoting,
-                    address,
-                    target.broker_name,
-                    header,
-                    chunk,
-                    first_msg_id=first_id,
-                    timeout_s=timeout_s,
-                )
-            except RequestCodeNotSupportedError:
-                if target.broker_name not in self._standard_only:  # sends in flight at once learn it together
-                    log.info(
-                        "broker %s does not serve the Arrow send; using standard batches with it", target.broker_name
-                    )
-                    self._standard_only.add(target.broker_name)
-                return None
-
+        attempt = self._arrow_attempt(header, chunk, self._standard_only, self._learn_standard_only)
         result = await self._with_retries(topic, queue, None, limits, attempt)
         if result is not None:
             return [result]
         return await self._send_standard_rows(topic, chunk, queue, limits)
+
+    def _learn_standard_only(self, broker_name: str) -> None:
+        if broker_name not in self._standard_only:  # sends in flight at once learn it together
+            log.info("broker %s does not serve the Arrow send; using standard batches with it", broker_name)
+            self._standard_only.add(broker_name)
+
+    def _arrow_attempt(
+        self,
+        header: SendMessageRequestHeader,
+        batch: pa.RecordBatch,
+        lacking: set[str],
+        learn: Callable[[str], None],
+        code: int = ExtensionCode.ARROW_SEND_MESSAGE,
+    ) -> Callable[[ClientInstance, MessageQueue, float], Awaitable[SendResult | None]]:
+        """An attempt (for `_with_retries`) at sending `batch` with `header` by the Arrow request
+        `code` to the target queue; None from a broker in `lacking`, or one that answers it does not
+        serve `code` (then given to `learn`)."""
+        first_id = batch.column("uniq_key")[0].as_py()
+
+        async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult | None:
+            if target.broker_name in lacking:
+                return None
+            header.queue_id = target.queue_id
+            address = await instance.broker_address(target.broker_name, target.topic)
+            request = (instance.remoting, address, target.broker_name, header, batch)
+            try:
+                return await send_arrow(*request, first_msg_id=first_id, timeout_s=timeout_s, code=code)
+            except RequestCodeNotSupportedError:
+                learn(target.broker_name)
+                return None
+
+        return attempt
 
     async def _standard_only_for(self, topic: str, queue: MessageQueue | None) -> bool:
         """Whether every broker a send to `topic` (or to `queue`) may go to lacks the Arrow send."""

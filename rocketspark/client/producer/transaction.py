@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketspark.client.api.send import SendResult, SendStatus, send_arrow, send_message
+from rocketspark.client.api.send import SendResult, SendStatus, send_message
 from rocketspark.client.api.transaction import end_transaction, end_transaction_range
 from rocketspark.client.instance import ClientInstance
 from rocketspark.client.producer.producer import AsyncProducer
@@ -262,28 +262,9 @@ class AsyncTransactionProducer(AsyncProducer):
             props.WAIT_STORE_MSG_OK: "true",
         }
         header = self._header(Message(queue.topic, b""), common, 0)
-        first_id = batch.column("uniq_key")[0].as_py()
-
-        async def attempt(instance: ClientInstance, target: MessageQueue, timeout_s: float) -> SendResult | None:
-            if target.broker_name in self._no_half_batches:
-                return None
-            header.queue_id = target.queue_id
-            address = await instance.broker_address(target.broker_name, target.topic)
-            try:
-                return await send_arrow(
-                    instance.remoting,
-                    address,
-                    target.broker_name,
-                    header,
-                    batch,
-                    first_msg_id=first_id,
-                    timeout_s=timeout_s,
-                    code=ExtensionCode.ARROW_SEND_HALF_MESSAGE,
-                )
-            except RequestCodeNotSupportedError:
-                self._learn_no_batches(target.broker_name)
-                return None
-
+        attempt = self._arrow_attempt(
+            header, batch, self._no_half_batches, self._learn_no_batches, ExtensionCode.ARROW_SEND_HALF_MESSAGE
+        )
         result = await self._with_retries(queue.topic, queue, None, Limits(timeout_ms), attempt)
         if result is not None:
             await self._introduce(queue.broker_name)
