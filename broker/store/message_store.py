@@ -449,10 +449,10 @@ class MessageStore:
     async def messages_at(self, commit_log_offsets: Sequence[int]) -> list[dict[str, Any] | None]:
         """:meth:`message_at` of each offset, located in one pass (the ends of many transactions)."""
         positions, rows = await self.commit_log.locate_many(np.asarray(commit_log_offsets, dtype=np.int64))
-        found: list[dict[str, Any] | None] = []
-        for position, row in zip(positions.tolist(), rows.tolist(), strict=True):
-            found.append(None if position < 0 else stored_row(await self._batch_at(int(position)), int(row)))
-        return found
+        return [
+            None if position < 0 else stored_row(await self._batch_at(int(position)), int(row))
+            for position, row in zip(positions.tolist(), rows.tolist(), strict=True)
+        ]
 
     async def _batch_at(self, position: int) -> StoredBatch:
         cached = self.commit_log.cached(position)
@@ -471,20 +471,14 @@ class MessageStore:
         self.logics.build_index()
         lookup = self.index.lookup(key_hash(topic, key), begin_ms, end_ms)
         limit = max_num * 4  # by hash only: some may be other keys
-        if lookup.reads_files:
-            offsets = await self._reads.submit(lambda: lookup.offsets(limit))
-        else:
-            offsets = lookup.offsets(limit)
+        read = functools.partial(lookup.offsets, limit)
+        offsets = await self._reads.submit(read) if lookup.reads_files else read()
         found: list[dict[str, Any]] = []
-        for offset in offsets:
-            message = await self.message_at(offset)
+        for message in await self.messages_at(offsets):  # located in one pass
             if message is None or message["topic"] != topic:
                 continue
-            if unique_key:
-                matches = message["msg_id"] == key
-            else:
-                matches = key in (message["keys"] or "").split(" ") or message["msg_id"] == key
-            if matches:
+            keys = () if unique_key else (message["keys"] or "").split(" ")
+            if message["msg_id"] == key or key in keys:
                 found.append(message)
                 if len(found) >= max_num:
                     break
