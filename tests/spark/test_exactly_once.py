@@ -17,7 +17,15 @@ from pyspark.sql.streaming import StreamingQuery
 from rocketspark.spark import versions
 from tests.harness import ServerFactory
 from tests.spark.cluster import Brokers, SparkCluster
-from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, needs_admission_control, newest, stream, wait_for
+from tests.spark.queries import (
+    QUERY_TIMEOUT_S,
+    forget_last_commit,
+    needs_admission_control,
+    newest,
+    rows_reach_the_sink_as_made,
+    stream,
+    wait_for,
+)
 from tests.spark.test_sink_brokers import PATIENT_SENDS, fill, stored_on
 
 
@@ -60,17 +68,9 @@ def finish(query: StreamingQuery) -> None:
 
 @pytest.fixture
 def small_arrow_batches(spark: SparkSession) -> Iterator[None]:
-    """The sink gets its rows 50 at a time, so a task sends some before it fails."""
-    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    before = spark.conf.get(key)
-    spark.conf.set(key, "50")
-    try:
+    """The sink gets its rows 50 at a time as they are made, so a task sends some before it fails."""
+    with rows_reach_the_sink_as_made(spark, 50):
         yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
 
 
 @pytest.mark.slow
@@ -102,9 +102,10 @@ def test_a_task_that_fails_after_sending_some_rows_is_run_again_without_duplicat
     with pytest.raises(Exception, match="first attempt of this task fails"):
         query.awaitTermination(QUERY_TIMEOUT_S)
     assert os.path.exists(marker)
-    # usually some rows of the failed attempt were acknowledged before Spark killed the task (the
-    # run with the window at 0 then stores them twice), but not always: not asserted
-    assert stored(two_brokers, "OnceUdfOut") < len(bodies)
+    # rows of the failed batch were acknowledged before Spark killed the task (1,550 in runs here:
+    # the other task's 1,000 and 550 of the failing one's; with the window at 0 a rerun stores
+    # them twice)
+    assert 0 < stored(two_brokers, "OnceUdfOut") < len(bodies)
 
     rerun = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
     finish(rerun)

@@ -32,7 +32,7 @@ from rocketspark.spark.sink.transactional.record import ATTEMPT_PROPERTY, RECORD
 from tests.harness import ServerFactory
 from tests.integration.broker_client import pull_all
 from tests.spark.cluster import SparkCluster, two_brokers_on
-from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, stream, wait_for
+from tests.spark.queries import QUERY_TIMEOUT_S, forget_last_commit, rows_reach_the_sink_as_made, stream, wait_for
 from tests.spark.test_exactly_once import finish, start_copy
 from tests.spark.test_sink_brokers import fill
 
@@ -169,7 +169,6 @@ def test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_onc
             raise RuntimeError("the first attempt of this task fails here")
         return body
 
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")  # the task sends rows before it fails
     reader = Reader(cluster, "TxFailOut")
     reader.start()
     checkpoint = tmp_path / "ckpt"
@@ -178,11 +177,14 @@ def test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_onc
     writer = writer.option("nameserver", cluster.namesrv_addr).option("topic", "TxFailOut")
     writer = writer.option("transactional", "true").option("checkpointLocation", str(checkpoint))
     writer = writer.option("transactionMaxOpenSeconds", STRAYS_CHECKED_AFTER_S)
+    halves_before = half_messages(cluster)
     try:
-        query = writer.trigger(availableNow=True).start()
-        with pytest.raises(Exception, match="first attempt of this task fails"):
-            query.awaitTermination(QUERY_TIMEOUT_S)
+        with rows_reach_the_sink_as_made(spark, 50):  # the task sends rows before it fails
+            query = writer.trigger(availableNow=True).start()
+            with pytest.raises(Exception, match="first attempt of this task fails"):
+                query.awaitTermination(QUERY_TIMEOUT_S)
         assert os.path.exists(marker)
+        assert half_messages(cluster) > halves_before  # the failed attempt's half messages
         finish(writer.trigger(availableNow=True).start())
         wait_for(lambda: len(reader.bodies) >= len(bodies), "the reader has every row", 60)
         # the failed attempts' half messages: rolled back by their task, by abort, or by the check
@@ -190,7 +192,6 @@ def test_a_failed_task_leaves_nothing_visible_and_the_rerun_writes_every_row_onc
         with group_member(cluster, "TxFailOut"):
             wait_for(lambda: every_half_message_ended(cluster), "every half message ended", 60)
     finally:
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
         reader.stopping.set()
         reader.join(30)
     committed_attempts_only(reader)
