@@ -40,8 +40,6 @@ def parse_version(text: str) -> tuple[int, int]:
 PYSPARK_VERSION: str = pyspark.__version__
 RUNNING = parse_version(PYSPARK_VERSION)
 
-#: the oldest PySpark the connector runs on
-OLDEST = (4, 0)
 #: `DataSourceStreamArrowWriter`
 STREAM_ARROW_WRITER = (4, 1)
 #: `DataSourceReader.pushFilters`
